@@ -1,0 +1,355 @@
+"""Host-side conversions: SFEN, USI moves, and game records (KIF, CSA, USI position).
+
+These run outside jit, one position at a time, for evaluation, the USI engine and
+tests. SFEN is validated here before cshogi sees it (cshogi aborts the process on a
+malformed SFEN); cshogi formats SFEN, KIF and CSA.
+"""
+
+import functools
+import io
+import re
+
+import cshogi
+import cshogi.CSA
+import cshogi.KIF
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from envs import movegen
+from envs import env
+
+STARTPOS_SFEN = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1"
+
+# pgx piece ids 0..13 <-> SFEN letters (black upper case).
+_PIECE_LETTERS = ["P", "L", "N", "S", "B", "R", "G", "K", "+P", "+L", "+N", "+S", "+B", "+R"]
+_PIECE_OF_LETTER = {letter: i for i, letter in enumerate(_PIECE_LETTERS)}
+_HAND_LETTERS = "PLNSBRG"  # pgx hand order
+_MAX_COUNT = {"P": 18, "L": 4, "N": 4, "S": 4, "B": 2, "R": 2, "G": 4, "K": 2}
+_UNPROMOTED = ["P", "L", "N", "S", "B", "R", "G", "K", "P", "L", "N", "S", "B", "R"]
+
+# pgx direction -> (d_file_index, d_rank_index) from destination to source, mover's frame.
+_DIRECTION_STEPS = [(0, 1), (-1, 1), (1, 1), (-1, 0), (1, 0), (0, -1), (-1, -1), (1, -1), (-1, 2), (1, 2)]
+
+
+def _square_name(sq: int) -> str:
+    return f"{sq // 9 + 1}{'abcdefghi'[sq % 9]}"
+
+
+def _fail(culprit: str, what: str):
+    raise ValueError(f"{what}: {culprit!r}")
+
+
+def parse_sfen(sfen: str) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Validates an SFEN and returns (board [81], hands [2, 7], color, move_number).
+
+    ``board`` holds pgx ids in black's frame (black 0..13, white 14..27, -1 empty);
+    ``hands`` is [black, white] x P L N S B R G. Raises ``ValueError`` naming what is wrong.
+    """
+    text = sfen.strip()
+    if text.startswith("sfen "):
+        text = text[5:].strip()
+    fields = text.split()
+    if len(fields) not in (3, 4):
+        _fail(sfen, "SFEN needs 3 or 4 fields (board, side, hand[, move number])")
+    rows = fields[0].split("/")
+    if len(rows) != 9:
+        _fail(sfen, f"SFEN board needs 9 ranks separated by '/', got {len(rows)}")
+    board = -np.ones(81, np.int32)
+    for rank, row in enumerate(rows):
+        tokens = re.findall(r"\+?[A-Za-z]|[1-9]|.", row)
+        file_index = 8  # SFEN ranks run from file 9 to file 1
+        for token in tokens:
+            if token.isdigit():
+                file_index -= int(token)
+                continue
+            letter = token.upper()
+            if letter not in _PIECE_OF_LETTER:
+                _fail(sfen, f"SFEN rank {rank + 1} has an unknown piece {token!r}")
+            if file_index < 0:
+                _fail(sfen, f"SFEN rank {rank + 1} is longer than 9 squares")
+            piece = _PIECE_OF_LETTER[letter] + (0 if token[-1].isupper() else 14)
+            board[file_index * 9 + rank] = piece
+            file_index -= 1
+        if file_index != -1:
+            _fail(sfen, f"SFEN rank {rank + 1} does not cover exactly 9 squares")
+    if fields[1] not in ("b", "w"):
+        _fail(sfen, f"SFEN side to move must be 'b' or 'w', got {fields[1]!r}")
+    color = 0 if fields[1] == "b" else 1
+    hands = np.zeros((2, 7), np.int32)
+    if fields[2] != "-":
+        matched = re.fullmatch(r"(?:\d*[PLNSGBRplnsgbr])+", fields[2])
+        if not matched:
+            _fail(sfen, f"SFEN hand {fields[2]!r} is malformed")
+        for count, letter in re.findall(r"(\d*)([PLNSGBRplnsgbr])", fields[2]):
+            n = int(count) if count else 1
+            if n < 1:
+                _fail(sfen, f"SFEN hand count must be >= 1 in {fields[2]!r}")
+            hands[0 if letter.isupper() else 1, _HAND_LETTERS.index(letter.upper())] += n
+    move_number = 1
+    if len(fields) == 4:
+        if not fields[3].isdigit() or int(fields[3]) < 1:
+            _fail(sfen, f"SFEN move number must be a positive integer, got {fields[3]!r}")
+        move_number = int(fields[3])
+    _check_position(sfen, board, hands, color)
+    return board, hands, color, move_number
+
+
+def _check_position(sfen, board, hands, color):
+    """Rejects positions no legal game reaches in a way the engine cannot handle."""
+    counts = {letter: 0 for letter in _MAX_COUNT}
+    for piece in board[board >= 0]:
+        counts[_UNPROMOTED[piece % 14]] += 1
+    for side in range(2):
+        for i, letter in enumerate(_HAND_LETTERS):
+            counts[letter] += hands[side, i]
+    for letter, n in counts.items():
+        if n > _MAX_COUNT[letter]:
+            _fail(sfen, f"SFEN has {n} {letter} (at most {_MAX_COUNT[letter]})")
+    for side, king in ((0, 7), (1, 21)):
+        if (board == king).sum() != 1:
+            _fail(sfen, f"SFEN needs exactly one {'black' if side == 0 else 'white'} king")
+    for sq in range(81):
+        piece, rank = board[sq], sq % 9
+        if piece < 0:
+            continue
+        own_rank = rank if piece < 14 else 8 - rank  # distance from the far edge
+        kind = piece % 14
+        if (kind in (0, 1) and own_rank == 0) or (kind == 2 and own_rank < 2):
+            _fail(sfen, f"SFEN has a piece that can never move on {_square_name(sq)}")
+    for pawn in (0, 14):
+        files = (board.reshape(9, 9) == pawn).sum(axis=1)
+        if (files > 1).any():
+            _fail(sfen, f"SFEN has two unpromoted pawns of one side on file {int(np.argmax(files > 1)) + 1}")
+    waiting = cshogi.Board(_format_sfen(board, hands, 1 - color, 1))
+    if waiting.is_check():
+        _fail(sfen, "SFEN leaves the side not to move in check")
+
+
+def _format_sfen(board, hands, color, move_number) -> str:
+    """SFEN text from black-frame arrays (cshogi normalises it afterwards)."""
+    rows = []
+    for rank in range(9):
+        row, empty = "", 0
+        for file_index in range(8, -1, -1):
+            piece = board[file_index * 9 + rank]
+            if piece < 0:
+                empty += 1
+                continue
+            if empty:
+                row, empty = row + str(empty), 0
+            letter = _PIECE_LETTERS[piece % 14]
+            row += letter if piece < 14 else letter.lower()
+        rows.append(row + (str(empty) if empty else ""))
+    hand = ""
+    for side in range(2):
+        for i in (5, 4, 6, 3, 2, 1, 0):  # R B G S N L P, the usual order
+            n = int(hands[side, i])
+            if n:
+                letter = _HAND_LETTERS[i] if side == 0 else _HAND_LETTERS[i].lower()
+                hand += (str(n) if n > 1 else "") + letter
+    return f"{'/'.join(rows)} {'bw'[color]} {hand or '-'} {move_number}"
+
+
+def _to_mover_frame(board, hands, color):
+    if color == 0:
+        return board, hands
+    flipped = np.where(board >= 0, (board + 14) % 28, -1)[::-1]
+    return flipped, hands[::-1]
+
+
+def _black_frame(state: env.State) -> tuple[np.ndarray, np.ndarray, int]:
+    x = jax.device_get(state.x)
+    color = int(x.color)
+    board, hands = np.asarray(x.board), np.asarray(x.hand)
+    if color == 1:
+        board, hands = _to_mover_frame(board, hands, 1)  # the flip is its own inverse
+    return board, hands, color
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(rules: env.Rules):
+    init = jax.jit(functools.partial(env.init_from, rules_=rules))
+    step = jax.jit(functools.partial(env.step, rules_=rules))
+    return init, step
+
+
+def from_sfen(sfen: str, rules: env.Rules = env.Rules()) -> env.State:
+    """A state for an SFEN position (with or without the leading ``sfen``)."""
+    board, hands, color, move_number = parse_sfen(sfen)
+    board, hands = _to_mover_frame(board, hands, color)
+    x = movegen.GameState(
+        color=jnp.int32(color), board=jnp.asarray(board, jnp.int32), hand=jnp.asarray(hands, jnp.int32)
+    )
+    init, _ = _compiled(rules)
+    return init(x, start_move_number=jnp.int32(move_number))
+
+
+def from_position(position: str, rules: env.Rules = env.Rules()) -> env.State:
+    """A state for ``startpos [moves ...]`` or ``sfen <sfen> [moves ...]``.
+
+    The moves are played through the environment, so repetition history counts.
+    A leading ``position`` keyword (as in the USI command) is accepted.
+    """
+    text = position.strip()
+    if text.startswith("position "):
+        text = text[len("position "):].strip()
+    head, _, moves = text.partition(" moves")
+    if moves and not moves.startswith(" ") and moves.strip():
+        _fail(position, "position has a malformed 'moves' list")
+    head = head.strip()
+    if head == "startpos":
+        state = from_sfen(STARTPOS_SFEN, rules)
+    elif head.startswith("sfen "):
+        state = from_sfen(head[5:], rules)
+    else:
+        _fail(position, "position must start with 'startpos' or 'sfen'")
+    _, step = _compiled(rules)
+    for ply, move in enumerate(moves.split()):
+        if bool(state.terminated | state.truncated):
+            _fail(move, f"position plays move {ply + 1} after the game ended")
+        state = step(state, jnp.int32(usi_to_action(state, move)))
+    return state
+
+
+def to_sfen(state: env.State) -> str:
+    """The SFEN of a state, with its move number."""
+    board, hands, color = _black_frame(state)
+    move_number = int(state.start_move_number) + int(state.ply)
+    return cshogi.Board(_format_sfen(board, hands, color, move_number)).sfen()
+
+
+def _decode(board: np.ndarray, action: int) -> tuple[int, int, bool, int]:
+    """(from, to, promote, drop_piece) in the mover's frame; from = -1 for drops."""
+    direction, to = divmod(int(action), 81)
+    if direction >= 20:
+        return -1, to, False, direction - 20
+    d_file, d_rank = _DIRECTION_STEPS[direction % 10]
+    file_index, rank = divmod(to, 9)
+    while True:
+        file_index, rank = file_index + d_file, rank + d_rank
+        if not (0 <= file_index < 9 and 0 <= rank < 9):
+            raise ValueError(f"action {action} has no piece to move")
+        piece = board[file_index * 9 + rank]
+        if 0 <= piece < 14:
+            return file_index * 9 + rank, to, direction >= 10, -1
+        if piece >= 0 or direction % 10 >= 8:  # blocked, or a knight's only square
+            raise ValueError(f"action {action} has no piece to move")
+
+
+def action_to_usi(state: env.State, action: int) -> str:
+    """USI text of a legal action, e.g. ``7g7f``, ``8h2b+``, ``P*5e``."""
+    mask = np.asarray(state.legal_action_mask)
+    if not 0 <= int(action) < movegen.NUM_ACTIONS or not mask[int(action)]:
+        raise ValueError(f"action {action} is not legal in {to_sfen(state)}")
+    return _action_to_usi(np.asarray(state.x.board), int(state.current_player), int(action))
+
+
+def _action_to_usi(board: np.ndarray, color: int, action: int) -> str:
+    from_, to, promote, drop = _decode(board, action)
+
+    def absolute(sq):
+        return sq if color == 0 else 80 - sq
+
+    if from_ < 0:
+        return f"{_HAND_LETTERS[drop]}*{_square_name(absolute(to))}"
+    return f"{_square_name(absolute(from_))}{_square_name(absolute(to))}{'+' if promote else ''}"
+
+
+def _legal_table(state: env.State) -> dict[str, int]:
+    board = np.asarray(state.x.board)
+    color = int(state.current_player)
+    actions = np.flatnonzero(np.asarray(state.legal_action_mask))
+    return {_action_to_usi(board, color, int(a)): int(a) for a in actions}
+
+
+def legal_moves(state: env.State) -> list[str]:
+    """The legal moves in USI notation (none once the game has ended)."""
+    if bool(state.terminated | state.truncated):
+        return []
+    return sorted(_legal_table(state))
+
+
+def usi_to_action(state: env.State, move: str) -> int:
+    """The action of a USI move; ``ValueError`` if it is malformed or illegal."""
+    if not re.fullmatch(r"[1-9][a-i][1-9][a-i]\+?|[PLNSGBR]\*[1-9][a-i]", move):
+        _fail(move, "malformed USI move")
+    table = _legal_table(state)
+    if move not in table:
+        _fail(move, f"illegal move in {to_sfen(state)}")
+    return table[move]
+
+
+# Game records ------------------------------------------------------------------------
+
+_CSA_END = {
+    "mate": "%TORYO",
+    "repetition": "%SENNICHITE",
+    "perpetual_check": "%ILLEGAL_ACTION",
+    "declaration": "%KACHI",
+    "max_length": "%MAX_MOVES",
+    "resign": "%TORYO",
+    "illegal": "%ILLEGAL_MOVE",
+}
+_KIF_END = {
+    "mate": "resign",
+    "resign": "resign",
+    "repetition": "sennichite",
+    "perpetual_check": "illegal_win",
+    "declaration": "win",
+    "max_length": "draw",
+    "illegal": "illegal_win",
+}
+
+
+def _replay(start_sfen: str, moves: list[str]) -> tuple[cshogi.Board, list[int]]:
+    board = cshogi.Board(_format_sfen(*parse_sfen(start_sfen)))
+    played = []
+    for ply, usi in enumerate(moves):
+        move = board.move_from_usi(usi)
+        if move == 0 or not board.is_legal(move):
+            _fail(usi, f"record move {ply + 1} is illegal")
+        played.append(move)
+        board.push(move)
+    return board, played
+
+
+def to_usi_position(start_sfen: str, moves: list[str]) -> str:
+    """A USI ``position`` command for a game (``startpos`` when it is the usual start)."""
+    sfen = cshogi.Board(_format_sfen(*parse_sfen(start_sfen))).sfen()
+    head = "startpos" if sfen == STARTPOS_SFEN else f"sfen {sfen}"
+    return f"position {head}" + (" moves " + " ".join(moves) if moves else "")
+
+
+def to_kif(start_sfen: str, moves: list[str], *, end: str = "", names=("sente", "gote")) -> str:
+    """A KIF record (the format of most shogi GUIs) of a game from ``start_sfen``.
+
+    ``end`` is a reason from ``END_REASONS`` (or ``resign``/``illegal``); empty if
+    the game is unfinished.
+    """
+    start = cshogi.Board(_format_sfen(*parse_sfen(start_sfen)))
+    _, played = _replay(start_sfen, moves)
+    exporter = cshogi.KIF.Exporter()
+    exporter.kifu = io.StringIO()
+    exporter.prev_move, exporter.move_number = None, 1
+    handicap = None if start.sfen() == STARTPOS_SFEN else start
+    exporter.header(list(names), handicap=handicap)
+    for move in played:
+        exporter.move(move)
+    if end in _KIF_END:
+        exporter.end(_KIF_END[end])
+    return exporter.kifu.getvalue()
+
+
+def to_csa(start_sfen: str, moves: list[str], *, end: str = "", names=("sente", "gote")) -> str:
+    """A CSA record of a game from ``start_sfen``; ``end`` as in ``to_kif``."""
+    start = cshogi.Board(_format_sfen(*parse_sfen(start_sfen)))
+    _, played = _replay(start_sfen, moves)
+    exporter = cshogi.CSA.Exporter()
+    exporter.f = io.StringIO()
+    exporter.info(start, names=list(names), version="V2.2")
+    for move in played:
+        exporter.move(move)
+    if end in _CSA_END:
+        exporter.endgame(_CSA_END[end])
+    return exporter.f.getvalue()
