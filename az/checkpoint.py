@@ -1,0 +1,83 @@
+"""Atomic, resumable checkpoints of the whole TrainState plus the config (orbax).
+
+A checkpoint is written to a temporary directory and renamed when complete, so a
+run killed mid-save (SIGKILL) resumes from the previous one. The manager never
+removes anything but its own old steps.
+"""
+
+import json
+import os
+
+import ml_collections
+import orbax.checkpoint as ocp
+
+# Fields that may change between a run and its resumption.
+_MAY_CHANGE = ("checkpoint.", "budget_games", "distributed", "name")
+
+
+class CheckpointMismatch(ValueError):
+    """The workdir's checkpoint was made with a config that does not fit this one."""
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = list(v) if isinstance(v, tuple) else v
+    return out
+
+
+def config_differences(saved: dict, config: ml_collections.ConfigDict) -> list[str]:
+    """'field: saved -> now' for every field that differs and matters."""
+    now = _flatten(json.loads(config.to_json()))
+    before = _flatten(saved)
+    diffs = []
+    for key in sorted(set(now) | set(before)):
+        if key.startswith(_MAY_CHANGE):
+            continue
+        if now.get(key, "<missing>") != before.get(key, "<missing>"):
+            diffs.append(f"{key}: {before.get(key, '<missing>')!r} -> {now.get(key, '<missing>')!r}")
+    return diffs
+
+
+class Checkpointer:
+    """Saves and restores ``TrainState`` under ``workdir/checkpoints``."""
+
+    def __init__(self, workdir: str, *, keep: int):
+        self.directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
+        self.manager = ocp.CheckpointManager(
+            self.directory,
+            options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, enable_async_checkpointing=False),
+            item_names=("state", "config"),
+        )
+
+    def latest_step(self) -> int | None:
+        return self.manager.latest_step()
+
+    def save(self, step: int, state, config: ml_collections.ConfigDict) -> None:
+        self.manager.save(
+            step,
+            args=ocp.args.Composite(
+                state=ocp.args.StandardSave(state), config=ocp.args.JsonSave(json.loads(config.to_json()))
+            ),
+            force=True,
+        )
+        self.manager.wait_until_finished()
+
+    def restore(self, config: ml_collections.ConfigDict, abstract_state, step: int | None = None):
+        """The state at ``step`` (default: latest); refuses a checkpoint of another config."""
+        step = self.latest_step() if step is None else step
+        saved = self.manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore()))["config"]
+        diffs = config_differences(saved, config)
+        if diffs:
+            raise CheckpointMismatch(
+                f"{self.directory} holds step {step} of a different config ({'; '.join(diffs)}); "
+                "use another --workdir or the same config"
+            )
+        restored = self.manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state)))
+        return restored["state"]
+
+    def close(self):
+        self.manager.close()

@@ -1,0 +1,110 @@
+"""Checks a training config before anything compiles; each error is one line naming the field."""
+
+import ml_collections
+
+from envs import starts
+
+
+class ConfigError(ValueError):
+    """A config value that cannot run; the message names the field."""
+
+
+def _require(ok: bool, field: str, value, what: str):
+    if not ok:
+        raise ConfigError(f"config.{field} = {value!r}: {what}")
+
+
+def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
+    c = config
+    _require(isinstance(c.seed, int), "seed", c.seed, "must be an integer")
+    _require(c.budget_games >= 1, "budget_games", c.budget_games, "must be >= 1")
+    _require(c.expected_game_length >= 1, "expected_game_length", c.expected_game_length, "must be >= 1")
+    try:
+        spec = starts.parse_start(c.env.start)
+        for leaf in spec.leaves:
+            if isinstance(leaf, starts.Book):
+                starts.load_book(leaf.path)
+    except ValueError as e:
+        raise ConfigError(f"config.env.start = {c.env.start!r}: {e}") from None
+    _require(c.env.max_length >= 1, "env.max_length", c.env.max_length, "must be >= 1")
+    s = c.search
+    _require(s.algorithm in ("gumbel", "puct"), "search.algorithm", s.algorithm, "must be 'gumbel' or 'puct'")
+    _require(s.num_simulations >= 1, "search.num_simulations", s.num_simulations, "must be >= 1")
+    _require(
+        s.max_num_considered_actions >= 1,
+        "search.max_num_considered_actions",
+        s.max_num_considered_actions,
+        "must be >= 1",
+    )
+    _require(s.gumbel_scale >= 0, "search.gumbel_scale", s.gumbel_scale, "must be >= 0")
+    _require(s.dirichlet_alpha > 0, "search.dirichlet_alpha", s.dirichlet_alpha, "must be > 0")
+    _require(0 <= s.dirichlet_fraction <= 1, "search.dirichlet_fraction", s.dirichlet_fraction, "must be in [0, 1]")
+    _require(s.history_window >= 1, "search.history_window", s.history_window, "must be >= 1")
+    p = c.selfplay
+    _require(p.num_games >= 1, "selfplay.num_games", p.num_games, "must be >= 1")
+    _require(
+        p.num_games % num_devices == 0,
+        "selfplay.num_games",
+        p.num_games,
+        f"must be divisible by the device count ({num_devices})",
+    )
+    _require(p.plies_per_iteration >= 1, "selfplay.plies_per_iteration", p.plies_per_iteration, "must be >= 1")
+    _require(p.sample_visits_plies >= 0, "selfplay.sample_visits_plies", p.sample_visits_plies, "must be >= 0")
+    m = c.model
+    _require(m.num_blocks >= 0, "model.num_blocks", m.num_blocks, "must be >= 0")
+    _require(m.channels >= 1, "model.channels", m.channels, "must be >= 1")
+    _require(m.value_hidden >= 1, "model.value_hidden", m.value_hidden, "must be >= 1")
+    _require(m.dtype in ("float32", "bfloat16"), "model.dtype", m.dtype, "must be 'float32' or 'bfloat16'")
+    r = c.replay
+    per_iteration = p.num_games * p.plies_per_iteration
+    _require(
+        r.capacity >= per_iteration,
+        "replay.capacity",
+        r.capacity,
+        f"is smaller than one iteration ({p.num_games} games x {p.plies_per_iteration} plies = {per_iteration})",
+    )
+    _require(
+        r.capacity % per_iteration == 0,
+        "replay.capacity",
+        r.capacity,
+        f"must be a multiple of one iteration's positions ({per_iteration})",
+    )
+    _require(0 <= r.min_positions <= r.capacity, "replay.min_positions", r.min_positions, "must be in [0, capacity]")
+    _require(
+        0 <= r.search_value_weight <= 1, "replay.search_value_weight", r.search_value_weight, "must be in [0, 1]"
+    )
+    _require(
+        r.truncated_value in ("zero", "search"), "replay.truncated_value", r.truncated_value, "must be 'zero' or 'search'"
+    )
+    lr = c.learner
+    _require(lr.batch_size >= 1, "learner.batch_size", lr.batch_size, "must be >= 1")
+    _require(
+        lr.batch_size % num_devices == 0,
+        "learner.batch_size",
+        lr.batch_size,
+        f"must be divisible by the device count ({num_devices})",
+    )
+    _require(lr.steps_per_iteration >= 0, "learner.steps_per_iteration", lr.steps_per_iteration, "must be >= 0")
+    _require(lr.optimizer in ("sgd", "adamw"), "learner.optimizer", lr.optimizer, "must be 'sgd' or 'adamw'")
+    _require(lr.learning_rate > 0, "learner.learning_rate", lr.learning_rate, "must be > 0")
+    _require(0 <= lr.momentum < 1, "learner.momentum", lr.momentum, "must be in [0, 1)")
+    _require(lr.weight_decay >= 0, "learner.weight_decay", lr.weight_decay, "must be >= 0")
+    _require(lr.warmup_steps >= 0, "learner.warmup_steps", lr.warmup_steps, "must be >= 0")
+    _require(lr.schedule in ("cosine", "step", "constant"), "learner.schedule", lr.schedule, "must be cosine|step|constant")
+    _require(
+        all(0 < f < 1 for f in lr.step_fractions), "learner.step_fractions", lr.step_fractions, "must lie in (0, 1)"
+    )
+    _require(lr.grad_clip > 0, "learner.grad_clip", lr.grad_clip, "must be > 0")
+    _require(lr.total_steps == -1 or lr.total_steps >= 1, "learner.total_steps", lr.total_steps, "must be -1 or >= 1")
+    _require(c.checkpoint.every_iterations >= 1, "checkpoint.every_iterations", c.checkpoint.every_iterations, ">= 1")
+    _require(c.checkpoint.keep >= 1, "checkpoint.keep", c.checkpoint.keep, "must be >= 1")
+
+
+def total_learner_steps(config) -> int:
+    """Learner steps of the whole run, for learning-rate schedules."""
+    if config.learner.total_steps > 0:
+        return config.learner.total_steps
+    positions = config.budget_games * config.expected_game_length
+    per_iteration = config.selfplay.num_games * config.selfplay.plies_per_iteration
+    iterations = max(1, -(-positions // per_iteration))
+    return max(1, iterations * config.learner.steps_per_iteration)

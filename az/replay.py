@@ -1,0 +1,146 @@
+"""Fixed-capacity replay buffer on the device, with value targets filled in later.
+
+Layout [R, B]: B game slots (columns, sharded over devices) and R rows of plies
+(a ring, written T rows per iteration). A game occupies consecutive rows of one
+column, so once it ends, ``label`` can hand its outcome back to all its positions by
+one reverse scan over the rows, however many iterations the game spanned.
+Positions are stored compactly (board and hands, 96 bytes) and turned into
+observations when sampled.
+"""
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import Array
+
+from envs.movegen import NUM_ACTIONS
+
+
+class Plies(NamedTuple):
+    """What self-play records per ply: leaves [T, B, ...] (or [R, B, ...] in the buffer)."""
+
+    board: Array  # [.., B, 81] int8, mover's frame
+    hand: Array  # [.., B, 2, 7] int8, row 0 the mover's
+    color: Array  # [.., B] int8, 0 black to move
+    policy: Array  # [.., B, A] bfloat16, the search's improved policy
+    search_value: Array  # [.., B] float32, the search's Q of the chosen move (mover's view)
+    starts_game: Array  # [.., B] bool, the first position of its game
+    ends_game: Array  # [.., B] bool, the move played here ended the game
+    truncated: Array  # [.., B] bool, ... by reaching the maximum length
+    outcome_black: Array  # [.., B] float32, result for black where ends_game
+
+
+class Replay(NamedTuple):
+    plies: Plies  # [R, B, ...]
+    filled: Array  # [R, B] bool
+    value_known: Array  # [R, B] bool, the position's game has ended
+    value_target: Array  # [R, B] float32, mover's view
+    next_row: Array  # [] int32, where the next T rows go
+
+
+def empty_plies(shape: tuple[int, ...]) -> Plies:
+    return Plies(
+        board=jnp.full((*shape, 81), -1, jnp.int8),
+        hand=jnp.zeros((*shape, 2, 7), jnp.int8),
+        color=jnp.zeros(shape, jnp.int8),
+        policy=jnp.zeros((*shape, NUM_ACTIONS), jnp.bfloat16),
+        search_value=jnp.zeros(shape, jnp.float32),
+        starts_game=jnp.zeros(shape, jnp.bool_),
+        ends_game=jnp.zeros(shape, jnp.bool_),
+        truncated=jnp.zeros(shape, jnp.bool_),
+        outcome_black=jnp.zeros(shape, jnp.float32),
+    )
+
+
+def init(rows: int, games: int) -> Replay:
+    shape = (rows, games)
+    return Replay(
+        plies=empty_plies(shape),
+        filled=jnp.zeros(shape, jnp.bool_),
+        value_known=jnp.zeros(shape, jnp.bool_),
+        value_target=jnp.zeros(shape, jnp.float32),
+        next_row=jnp.int32(0),
+    )
+
+
+def add(replay: Replay, plies: Plies) -> Replay:
+    """Writes T rows at ``next_row`` (R is a multiple of T, so it never wraps inside)."""
+    rows = plies.color.shape[0]
+    capacity = replay.filled.shape[0]
+
+    def write(buffer, new):
+        start = (replay.next_row,) + (0,) * (buffer.ndim - 1)
+        return jax.lax.dynamic_update_slice(buffer, new.astype(buffer.dtype), start)
+
+    return replay._replace(
+        plies=jax.tree.map(write, replay.plies, plies),
+        filled=write(replay.filled, jnp.ones(plies.color.shape, jnp.bool_)),
+        next_row=(replay.next_row + rows) % capacity,
+    )
+
+
+def label(replay: Replay, *, search_value_weight: float, truncated_value: str) -> Replay:
+    """Recomputes every position's value target from the outcome of its game.
+
+    target = (1 - w) * z + w * q, with z the game result from the mover's view (draw
+    0) and q the search value; for a game cut at the maximum length z is 0
+    (``truncated_value="zero"``) or q (``"search"``). Positions of running games
+    have no target yet.
+    """
+    capacity = replay.filled.shape[0]
+    newest_first = (replay.next_row - 1 - jnp.arange(capacity)) % capacity
+    p = replay.plies
+
+    class Carry(NamedTuple):
+        known: Array  # [B] bool
+        outcome_black: Array  # [B] float32
+        truncated: Array  # [B] bool
+
+    def backwards(carry: Carry, row):
+        ends = p.ends_game[row] & replay.filled[row]
+        carry = Carry(
+            known=carry.known | ends,
+            outcome_black=jnp.where(ends, p.outcome_black[row], carry.outcome_black),
+            truncated=jnp.where(ends, p.truncated[row], carry.truncated),
+        )
+        here = carry
+        # The row before a game's first position belongs to another game.
+        starts = p.starts_game[row]
+        carry = carry._replace(known=carry.known & ~starts)
+        return carry, here
+
+    games = replay.filled.shape[1]
+    zeros = Carry(jnp.zeros(games, jnp.bool_), jnp.zeros(games, jnp.float32), jnp.zeros(games, jnp.bool_))
+    _, rows = jax.lax.scan(backwards, zeros, newest_first)
+    order = jnp.argsort(newest_first)  # back to buffer order
+    known = rows.known[order] & replay.filled
+    mover_sign = jnp.where(p.color == 0, 1.0, -1.0)
+    z = rows.outcome_black[order] * mover_sign
+    q = p.search_value
+    if truncated_value == "search":
+        z = jnp.where(rows.truncated[order], q, z)
+    target = (1.0 - search_value_weight) * z + search_value_weight * q
+    return replay._replace(value_known=known, value_target=jnp.where(known, target, 0.0))
+
+
+class Batch(NamedTuple):
+    board: Array  # [N, 81] int8
+    hand: Array  # [N, 2, 7] int8
+    policy: Array  # [N, A] float32
+    value: Array  # [N] float32
+
+
+def sample(replay: Replay, rng_key: Array, size: int) -> Batch:
+    """``size`` positions drawn uniformly (with replacement) among those with a target."""
+    known = replay.value_known.reshape(-1)
+    weights = known / jnp.maximum(known.sum(), 1)
+    weights = jnp.where(known.any(), weights, 1.0 / known.shape[0])
+    index = jax.random.choice(rng_key, known.shape[0], (size,), p=weights)
+    flat = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), replay.plies)
+    return Batch(
+        board=flat.board[index],
+        hand=flat.hand[index],
+        policy=flat.policy[index].astype(jnp.float32),
+        value=replay.value_target.reshape(-1)[index],
+    )

@@ -1,0 +1,236 @@
+"""The compiled training loop: self-play T plies -> replay -> K learner steps.
+
+One ``TrainState`` pytree goes through one jitted ``iteration(state) -> (state,
+metrics)`` with the state donated; the host only logs and checkpoints between
+iterations. Data parallel over every device: games, the replay's game columns and
+minibatches are sharded on the mesh's ``data`` axis, parameters are replicated.
+"""
+
+import functools
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from jax import Array
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from az import config as config_lib
+from az import learner as learner_lib
+from az import replay as replay_lib
+from az import search as search_lib
+from az import selfplay as selfplay_lib
+from az.network import AZNet
+from envs import env, starts
+
+
+class TrainState(NamedTuple):
+    params: Any
+    opt_state: Any
+    games: env.State  # [B] running games
+    replay: replay_lib.Replay  # [R, B]
+    rng_key: Array  # [2] uint32
+    iteration: Array  # [] int32, iterations done
+    games_finished: Array  # [] int32
+    positions: Array  # [] int32, plies played in self-play
+    learner_steps: Array  # [] int32
+
+
+def rules_from(config) -> env.Rules:
+    return env.Rules(
+        max_length=config.env.max_length,
+        declaration=config.env.declaration,
+        history=config.env.max_length + 1,
+    )
+
+
+def make_network(config) -> AZNet:
+    return AZNet(
+        num_blocks=config.model.num_blocks,
+        channels=config.model.channels,
+        value_hidden=config.model.value_hidden,
+        dtype=jnp.bfloat16 if config.model.dtype == "bfloat16" else jnp.float32,
+    )
+
+
+class Trainer(NamedTuple):
+    """The run's compiled pieces, built once from a validated config."""
+
+    config: ml_collections.ConfigDict
+    scheme_names: tuple
+    init: Callable[[], TrainState]  # jitted, lands sharded
+    iteration: Callable[[TrainState], tuple[TrainState, dict]]  # jitted, donates its input
+    state_sharding: Any
+    abstract_state: Any  # ShapeDtypeStructs with shardings, for restoring
+
+
+def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
+    config_lib.validate(config, mesh.size)
+    rules = rules_from(config)
+    spec = starts.parse_start(config.env.start)
+    start = starts.make_start_fn(spec, rules)
+    net = make_network(config)
+    apply_fn = net.apply
+    search = search_lib.make_search(
+        apply_fn,
+        rules,
+        algorithm=config.search.algorithm,
+        num_simulations=config.search.num_simulations,
+        max_num_considered_actions=config.search.max_num_considered_actions,
+        gumbel_scale=config.search.gumbel_scale,
+        dirichlet_alpha=config.search.dirichlet_alpha,
+        dirichlet_fraction=config.search.dirichlet_fraction,
+        history_window=config.search.history_window,
+    )
+    num_games = config.selfplay.num_games
+    num_plies = config.selfplay.plies_per_iteration
+    selfplay = selfplay_lib.make_selfplay(
+        search,
+        start,
+        rules,
+        algorithm=config.search.algorithm,
+        sample_visits_plies=config.selfplay.sample_visits_plies,
+        num_plies=num_plies,
+        game_budget=config.budget_games,
+        num_schemes=len(spec.leaves),
+    )
+    learner_config = ml_collections.ConfigDict(config.learner.to_dict())
+    learner_config.total_steps = config_lib.total_learner_steps(config)
+    optimizer = learner_lib.make_optimizer(learner_config)
+    update = learner_lib.make_update(apply_fn, optimizer)
+    rows = config.replay.capacity // num_games
+
+    replicated = NamedSharding(mesh, P())
+    games_axis = NamedSharding(mesh, P("data"))
+    columns_axis = NamedSharding(mesh, P(None, "data"))
+
+    def init() -> TrainState:
+        key = jax.random.PRNGKey(config.seed)
+        k_params, k_games, k_run = jax.random.split(key, 3)
+        observation = jnp.zeros((1, 9, 9, 119), jnp.bool_)
+        params = net.init(k_params, observation)
+        games = jax.vmap(start, in_axes=(0, None))(jax.random.split(k_games, num_games), jnp.float32(0))
+        return TrainState(
+            params=params,
+            opt_state=optimizer.init(params),
+            games=games,
+            replay=replay_lib.init(rows, num_games),
+            rng_key=k_run,
+            iteration=jnp.int32(0),
+            games_finished=jnp.int32(0),
+            positions=jnp.int32(0),
+            learner_steps=jnp.int32(0),
+        )
+
+    abstract = jax.eval_shape(init)
+
+    def sharding_of(path, leaf):
+        names = [getattr(k, "name", None) for k in path]
+        if names[0] == "games" and leaf.ndim >= 1:
+            return games_axis
+        if names[0] == "replay" and leaf.ndim >= 2:
+            return columns_axis
+        return replicated
+
+    state_sharding = jax.tree_util.tree_map_with_path(sharding_of, abstract)
+    abstract_state = jax.tree.map(
+        lambda leaf, sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding), abstract, state_sharding
+    )
+    batch_sharding = NamedSharding(mesh, P("data"))
+
+    def iteration(state: TrainState) -> tuple[TrainState, dict]:
+        key, k_selfplay, k_learn = jax.random.split(state.rng_key, 3)
+        games, games_finished, plies, stats = selfplay(state.params, state.games, k_selfplay, state.games_finished)
+        replay = replay_lib.add(state.replay, plies)
+        replay = replay_lib.label(
+            replay,
+            search_value_weight=config.replay.search_value_weight,
+            truncated_value=config.replay.truncated_value,
+        )
+        known = replay.value_known.sum()
+        steps = config.learner.steps_per_iteration
+
+        def learn_step(carry, k):
+            params, opt_state = carry
+            batch = replay_lib.sample(replay, k, config.learner.batch_size)
+            batch = jax.lax.with_sharding_constraint(batch, batch_sharding)
+            params, opt_state, loss, info = update(params, opt_state, batch)
+            return (params, opt_state), (loss, info)
+
+        def learn(operand):
+            return jax.lax.scan(learn_step, operand, jax.random.split(k_learn, steps))
+
+        def skip(operand):
+            zeros = jnp.zeros((steps,), jnp.float32)
+            return operand, (zeros, learner_lib.LossInfo(zeros, zeros, zeros, zeros))
+
+        can_learn = (known >= config.replay.min_positions) & (steps > 0)
+        (params, opt_state), (loss, info) = jax.lax.cond(can_learn, learn, skip, (state.params, state.opt_state))
+        new_state = TrainState(
+            params=params,
+            opt_state=opt_state,
+            games=games,
+            replay=replay,
+            rng_key=key,
+            iteration=state.iteration + 1,
+            games_finished=games_finished,
+            positions=state.positions + num_games * num_plies,
+            learner_steps=state.learner_steps + jnp.where(can_learn, steps, 0),
+        )
+        metrics = {
+            "learned": can_learn,
+            "loss": loss.mean(),
+            "policy_loss": info.policy_loss.mean(),
+            "value_loss": info.value_loss.mean(),
+            "policy_entropy": info.policy_entropy.mean(),
+            "value_accuracy": info.value_accuracy.mean(),
+            "replay_positions_with_target": known,
+            "games_finished": games_finished,
+            "positions": new_state.positions,
+            "learner_steps": new_state.learner_steps,
+            **{f"selfplay/{k}": v for k, v in stats._asdict().items()},
+        }
+        return new_state, metrics
+
+    init_jit = jax.jit(init, out_shardings=state_sharding)
+    iteration_jit = jax.jit(
+        iteration, in_shardings=(state_sharding,), out_shardings=(state_sharding, replicated), donate_argnums=0
+    )
+    return Trainer(config, spec.names, init_jit, iteration_jit, state_sharding, abstract_state)
+
+
+def make_mesh() -> Mesh:
+    return Mesh(np.asarray(jax.devices()), ("data",))
+
+
+@functools.lru_cache(maxsize=None)
+def _entropy_bits(counts: tuple) -> float:
+    p = np.asarray(counts, np.float64)
+    if p.sum() == 0:
+        return 0.0
+    p = p[p > 0] / p.sum()
+    return float(-(p * np.log2(p)).sum())
+
+
+def host_metrics(metrics: dict, scheme_names: tuple) -> dict:
+    """Turns one iteration's device metrics into flat JSON-ready numbers."""
+    m = {k: np.asarray(v) for k, v in metrics.items()}
+    out = {}
+    for k, v in m.items():
+        if v.ndim == 0:
+            out[k] = v.item()
+    finished = int(m["selfplay/finished"])
+    out["selfplay/mean_game_length"] = float(m["selfplay/length_sum"]) / finished if finished else None
+    for reason, n in zip(env.END_REASONS[1:], m["selfplay/end_reasons"][1:]):
+        out[f"selfplay/end/{reason}"] = int(n)
+    for name, row in zip(scheme_names, m["selfplay/by_scheme"]):
+        for outcome, n in zip(("black_win", "white_win", "draw"), row):
+            out[f"selfplay/scheme/{name}/{outcome}"] = int(n)
+    squares = m["selfplay/squares"]  # [2 sides, 2 kinds, 81]
+    for s, side in enumerate(("black", "white")):
+        for k, kind in enumerate(("king", "rook")):
+            out[f"diversity/{side}_{kind}_entropy_bits"] = _entropy_bits(tuple(int(n) for n in squares[s, k]))
+    out["diversity/squares"] = squares.tolist()
+    return out

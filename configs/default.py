@@ -1,0 +1,111 @@
+"""Every field of a training run, with its meaning. Variants override only what differs.
+
+    python train.py --config configs/base.py[:PRESET] --workdir runs/NAME [--config.FIELD=VALUE ...]
+
+Presets: (none) paper scale for an accelerator; ``smoke`` a tiny run that finishes a
+few iterations on a 2-core CPU in about two minutes; ``cpu`` the largest setting still
+useful on a CPU (about an hour for a visible gain over the untrained network).
+"""
+
+import ml_collections
+
+PRESETS = ("paper", "smoke", "cpu")
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict()
+    c.name = "base"  # shown in logs
+    c.seed = 0  # the whole run's randomness derives from it
+    c.budget_games = 1_000_000  # self-play games to finish; training stops after them
+    c.expected_game_length = 130  # plies, to size learning-rate schedules from the game budget
+
+    c.env = ml_collections.ConfigDict()
+    c.env.start = "standard"  # start positions, see envs/starts.py (e.g. "shogi816k@0.6 > random_start(2)")
+    c.env.max_length = 512  # plies; a longer game is a draw (truncated)
+    c.env.declaration = True  # entering-king declaration (CSA 27 points) wins
+
+    c.search = ml_collections.ConfigDict()
+    c.search.algorithm = "gumbel"  # "gumbel" (Gumbel MuZero, sequential halving) or "puct"
+    c.search.num_simulations = 64  # n
+    c.search.max_num_considered_actions = 16  # m (gumbel only)
+    c.search.gumbel_scale = 1.0  # Gumbel noise at the root in self-play
+    c.search.dirichlet_alpha = 0.15  # puct only, as AlphaZero for shogi
+    c.search.dirichlet_fraction = 0.25  # puct only
+    c.search.history_window = 16  # plies of repetition history inside the tree
+
+    c.selfplay = ml_collections.ConfigDict()
+    c.selfplay.num_games = 1024  # B, games played in parallel (divisible by the device count)
+    c.selfplay.plies_per_iteration = 32  # T, plies per compiled iteration
+    c.selfplay.sample_visits_plies = 0  # first plies of a game that sample moves by visit counts
+
+    c.model = ml_collections.ConfigDict()
+    c.model.num_blocks = 10  # residual blocks
+    c.model.channels = 128
+    c.model.value_hidden = 256
+    c.model.dtype = "bfloat16"  # compute dtype: "float32" or "bfloat16" (parameters stay float32)
+
+    c.replay = ml_collections.ConfigDict()
+    c.replay.capacity = 1024 * 32 * 32  # positions; a multiple of num_games * plies_per_iteration
+    c.replay.min_positions = 1024 * 32  # positions with a value target before learning starts
+    c.replay.search_value_weight = 0.0  # value target = (1-w) * outcome + w * search Q (dlshogi: 1/3)
+    c.replay.truncated_value = "zero"  # target of games cut at max_length: "zero" or "search"
+
+    c.learner = ml_collections.ConfigDict()
+    c.learner.batch_size = 1024  # positions per step (divisible by the device count)
+    c.learner.steps_per_iteration = 8  # K
+    c.learner.optimizer = "sgd"  # "sgd" (Nesterov momentum) or "adamw"
+    c.learner.learning_rate = 0.02
+    c.learner.momentum = 0.9
+    c.learner.weight_decay = 1e-4
+    c.learner.warmup_steps = 500
+    c.learner.schedule = "cosine"  # "cosine", "step" or "constant" (after warm-up)
+    c.learner.step_fractions = (0.5, 0.75)  # "step": where the rate drops, as fractions of the run
+    c.learner.step_decay = 0.1  # "step": factor at each drop
+    c.learner.grad_clip = 1.0  # global gradient norm
+    c.learner.total_steps = -1  # -1: from budget_games and expected_game_length
+
+    c.checkpoint = ml_collections.ConfigDict()
+    c.checkpoint.every_iterations = 50
+    c.checkpoint.keep = 3
+
+    c.distributed = False  # call jax.distributed.initialize() (TPU pods, multi-host GPU)
+
+    preset = arg or "paper"
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
+    if preset == "smoke":
+        c.budget_games = 64
+        c.env.max_length = 48  # games end (truncated) within a few iterations, so learning starts
+        c.search.num_simulations = 4
+        c.search.max_num_considered_actions = 4
+        c.selfplay.num_games = 8
+        c.selfplay.plies_per_iteration = 8
+        c.model.num_blocks = 1
+        c.model.channels = 16
+        c.model.value_hidden = 16
+        c.model.dtype = "float32"
+        c.replay.capacity = 8 * 8 * 8
+        c.replay.min_positions = 1
+        c.learner.batch_size = 32
+        c.learner.steps_per_iteration = 2
+        c.learner.warmup_steps = 2
+        c.checkpoint.every_iterations = 2
+    elif preset == "cpu":
+        c.budget_games = 4000
+        c.search.num_simulations = 16
+        c.search.max_num_considered_actions = 8
+        c.selfplay.num_games = 64
+        c.selfplay.plies_per_iteration = 16
+        c.model.num_blocks = 3
+        c.model.channels = 48
+        c.model.value_hidden = 64
+        c.model.dtype = "float32"
+        c.replay.capacity = 64 * 16 * 64
+        c.replay.min_positions = 1024
+        c.learner.batch_size = 256
+        c.learner.steps_per_iteration = 4
+        c.learner.optimizer = "adamw"
+        c.learner.learning_rate = 1e-3
+        c.learner.warmup_steps = 50
+        c.checkpoint.every_iterations = 20
+    return c
