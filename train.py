@@ -28,13 +28,64 @@ def _resolve_config_path(argv: list[str]) -> list[str]:
                 if os.path.exists(candidate):
                     out[index] = prefix + candidate + colon + preset
                     break
+            else:
+                sys.exit(f"error: --config: no config file {path!r} (also looked in configs/)")
     return out
 
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "config file, e.g. configs/shogi816k.py:smoke")
 _WORKDIR = flags.DEFINE_string("workdir", None, "where checkpoints and metrics go; resumes from it")
 _MAX_ITERATIONS = flags.DEFINE_integer("max_iterations", None, "stop after this many iterations in total")
+_COORDINATOR = flags.DEFINE_string("coordinator_address", None, "multi-host: host:port of process 0")
+_NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "multi-host: how many processes")
+_PROCESS_ID = flags.DEFINE_integer("process_id", None, "multi-host: this process's index")
 flags.mark_flags_as_required(["config", "workdir"])
+
+
+def _unknown_override(argv: list[str]) -> str | None:
+    """The first ``--config.a.b=...`` override whose field the config lacks."""
+    import importlib.util
+
+    spec_text = next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), None)
+    if spec_text is None and "--config" in argv:
+        spec_text = argv[argv.index("--config") + 1]
+    if spec_text is None:
+        return None
+    path, _, preset = spec_text.partition(":")
+    module_spec = importlib.util.spec_from_file_location("_config", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    config = module.get_config(preset or None)
+    for arg in argv:
+        if not arg.startswith("--config."):
+            continue
+        field = arg[len("--config."):].split("=", 1)[0]
+        node = config
+        for part in field.split("."):
+            if not hasattr(node, "keys") or part not in node.keys():
+                return field
+            node = node[part]
+    return None
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+    """absl's parsing, with one-line errors instead of tracebacks."""
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as e:
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        if len(lines) > 1:  # a traceback from loading the config file: keep its last line
+            head = lines[0].split(": Error whilst")[0]
+            sys.exit(f"error: {head}: {lines[-1]}")
+        sys.exit(f"error: {e}")
+    except Exception as e:  # a config file or override that does not load
+        try:
+            field = _unknown_override(argv)
+        except Exception:
+            field = None
+        if field:
+            sys.exit(f"error: --config.{field}: no such config field")
+        sys.exit(f"error: --config: {type(e).__name__}: {e}")
 
 
 def main(argv):
@@ -42,6 +93,10 @@ def main(argv):
     from absl import logging
 
     logging.set_verbosity(logging.WARNING)  # orbax logs every file it writes at INFO
+    if _CONFIG.value.distributed:
+        from az import distributed
+
+        distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
     from az import checkpoint, config, loop
 
     try:
@@ -54,4 +109,4 @@ def main(argv):
 
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    app.run(main, argv=_resolve_config_path(sys.argv))
+    app.run(main, argv=_resolve_config_path(sys.argv), flags_parser=_parse_flags)

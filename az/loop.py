@@ -68,9 +68,10 @@ class _Writers:
 
 
 def train(config: ml_collections.ConfigDict, workdir: str, *, max_iterations: int | None = None) -> dict:
-    """Trains (or resumes) and returns the last iteration's host metrics."""
-    if config.distributed:
-        jax.distributed.initialize()
+    """Trains (or resumes) and returns the last iteration's host metrics.
+
+    With ``config.distributed``, ``az.distributed.initialize`` must have run first.
+    """
     os.makedirs(workdir, exist_ok=True)
     _enable_compilation_cache(workdir)
     mesh = trainer_lib.make_mesh()

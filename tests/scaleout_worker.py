@@ -1,0 +1,45 @@
+"""Run by tests/test_scaleout.py in a subprocess: trains a smoke config and dumps the parameters.
+
+    python tests/scaleout_worker.py OUT.npz WORKDIR ITERATIONS [COORDINATOR NUM_PROCESSES PROCESS_ID]
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def smoke_config():
+    from configs import base
+
+    config = base.get_config("smoke")
+    config.env.max_length = 8  # every game ends within an iteration, so each one learns
+    config.replay.capacity = 8 * 8 * 4
+    return config
+
+
+def main():
+    out, workdir, iterations = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    config = smoke_config()
+    if len(sys.argv) > 4:
+        from az import distributed
+
+        config.distributed = True
+        distributed.initialize(sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
+    import jax
+    import numpy as np
+
+    from az import checkpoint, loop, trainer
+
+    loop.train(config, workdir, max_iterations=iterations)
+    built = trainer.make_trainer(config, trainer.make_mesh())
+    ckpt = checkpoint.Checkpointer(workdir, keep=config.checkpoint.keep)
+    state = ckpt.restore(config, built.abstract_state)
+    ckpt.close()
+    leaves = jax.tree_util.tree_leaves_with_path(state.params)
+    arrays = {jax.tree_util.keystr(path): np.asarray(leaf.addressable_data(0)) for path, leaf in leaves}
+    np.savez(out, iteration=np.asarray(state.iteration.addressable_data(0)), **arrays)
+
+
+if __name__ == "__main__":
+    main()

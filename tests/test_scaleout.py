@@ -1,0 +1,109 @@
+"""Resumption after SIGKILL and SIGTERM, 4 devices against 1, two processes joined by
+jax.distributed: each runs training in subprocesses (fresh JAX backends)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKER = os.path.join(ROOT, "tests", "scaleout_worker.py")
+
+
+def _env(devices: int = 1) -> dict:
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1")
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    return env
+
+
+def _run_worker(out, workdir, iterations, devices=1, timeout=600):
+    subprocess.run(
+        [sys.executable, WORKER, str(out), str(workdir), str(iterations)],
+        env=_env(devices), check=True, timeout=timeout, capture_output=True,
+    )
+    return dict(np.load(out))
+
+
+def _params(d):
+    return {k: v for k, v in d.items() if k != "iteration"}
+
+
+def _train_cmd(workdir, iterations, every=1):
+    return [
+        sys.executable, os.path.join(ROOT, "train.py"), "--config", "base.py:smoke", "--workdir", str(workdir),
+        f"--max_iterations={iterations}", "--config.env.max_length=8", "--config.replay.capacity=256",
+        f"--config.checkpoint.every_iterations={every}",
+    ]
+
+
+def _wait_for(path, proc, timeout=300):
+    start = time.time()
+    while not os.path.exists(path):
+        assert proc.poll() is None, f"training exited early: {proc.stdout.read()}"
+        assert time.time() - start < timeout, f"{path} did not appear"
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """Four iterations in one go, the reference for the resumed runs."""
+    tmp = tmp_path_factory.mktemp("uninterrupted")
+    return _run_worker(tmp / "params.npz", tmp / "work", 4)
+
+
+def test_resume__after_sigkill_equals_uninterrupted_run(tmp_path, uninterrupted):
+    workdir = tmp_path / "work"
+    proc = subprocess.Popen(_train_cmd(workdir, 100), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    _wait_for(workdir / "checkpoints" / "2", proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    resumed = _run_worker(tmp_path / "params.npz", workdir, 4)
+    assert int(resumed["iteration"]) == 4
+    reference = _params(uninterrupted)
+    for name, value in _params(resumed).items():
+        np.testing.assert_array_equal(value, reference[name], err_msg=name)
+
+
+def test_resume__sigterm_saves_and_exits_cleanly(tmp_path):
+    workdir = tmp_path / "work"
+    proc = subprocess.Popen(
+        _train_cmd(workdir, 10_000, every=1000), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    _wait_for(workdir / "metrics.jsonl", proc)
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, output
+    assert "SIGTERM: saved iteration" in output
+    saved = int(output.split("SIGTERM: saved iteration ")[1].split()[0])
+    assert (workdir / "checkpoints" / str(saved)).is_dir()
+    with open(workdir / "metrics.jsonl") as f:
+        assert sum(1 for _ in f) == saved
+
+
+def test_sharding__four_devices_equal_one(tmp_path, uninterrupted):
+    four = _run_worker(tmp_path / "params.npz", tmp_path / "work", 4, devices=4)
+    reference = _params(uninterrupted)
+    for name, value in _params(four).items():
+        np.testing.assert_allclose(value, reference[name], rtol=1e-3, atol=2e-4, err_msg=name)
+
+
+def test_distributed__two_processes_hold_identical_parameters(tmp_path):
+    port = 20000 + os.getpid() % 20000
+    procs = [
+        subprocess.Popen(
+            [sys.executable, WORKER, str(tmp_path / f"p{i}.npz"), str(tmp_path / "work"), "1", f"127.0.0.1:{port}", "2", str(i)],
+            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        for i in range(2)
+    ]
+    outputs = [p.communicate(timeout=600)[0] for p in procs]
+    for p, output in zip(procs, outputs):
+        assert p.returncode == 0, output
+    first, second = (_params(dict(np.load(tmp_path / f"p{i}.npz"))) for i in range(2))
+    assert first.keys() == second.keys() and first
+    for name in first:
+        np.testing.assert_array_equal(first[name], second[name], err_msg=name)
