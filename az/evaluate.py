@@ -1,0 +1,52 @@
+"""``eval.py``'s work: build the players, run the match, write the summary and the plot."""
+
+import json
+import os
+import re
+
+from az import match as match_lib
+from az import players as players_lib
+
+
+class EvalError(ValueError):
+    """Bad input for an evaluation (player spec, openings file, output directory)."""
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:60]
+
+
+def run_match(args) -> dict:
+    try:
+        openings = match_lib.load_openings(args.openings)
+        slots = args.concurrency
+        first = players_lib.parse_player(
+            "checkpoint:" + args.checkpoint, num_simulations=args.simulations, slots=slots, seed=args.seed
+        )
+        second = players_lib.parse_player(args.opponent, num_simulations=args.simulations, slots=slots,
+                                          seed=args.seed + 1)
+    except (ValueError, players_lib.EngineFailure) as e:
+        raise EvalError(str(e)) from None
+    out = args.out or os.path.join("eval", f"{_slug(first.name)}_vs_{_slug(second.name)}")
+    try:
+        match = match_lib.Match(first, second, openings, out, games=args.games, concurrency=args.concurrency,
+                                resume=args.resume)
+    except ValueError as e:
+        raise EvalError(str(e)) from None
+    print(f"{first.name} vs {second.name}: {match.plan_size} games from {len(openings)} opening(s) -> {out}",
+          flush=True)
+    try:
+        summary = match.run()
+    finally:
+        first.close()
+        second.close()
+    text = match_lib.format_summary(first.name, second.name, summary)
+    print(text, flush=True)
+    with open(os.path.join(out, "summary.txt"), "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+    from az import report
+
+    report.plot_openings(summary, os.path.join(out, "openings.png"), title=f"{first.name} vs {second.name}")
+    with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=1)
+    return summary

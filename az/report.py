@@ -1,0 +1,315 @@
+"""The paper's figures as PNG files, from training workdirs and match results.
+
+    python -m az.report curve    --workdir runs/x [--workdir runs/y] --opponent SPEC [--games N] [--simulations n]
+    python -m az.report heatmaps --workdir runs/x [--points 3]
+    python -m az.report balance  --start "random_start(2)" --engine "usi:/usr/games/fairy-stockfish?nodes=100000" [--positions 200]
+    python -m az.report balance  --start shogi816k --checkpoint runs/x
+
+curve: Elo against a reference over training games (Fig. 2), one match per checkpoint,
+kept in WORKDIR/eval/ so a rerun only plays what is missing. heatmaps: where each side's
+king and rooks stand at ply 30 at points of training and their entropy over training
+(Figs. 6-8), from the trainer's metrics. balance: the distribution of black's advantage
+over a start scheme's positions (Fig. 4, Table 2), by an engine's score at fixed nodes or a
+network's value.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+FILES = "987654321"
+RANKS = "abcdefghi"
+
+
+def plot_openings(summary: dict, path: str, *, title: str = "") -> None:
+    """Per-opening score of the first player (the paper's Fig. 3)."""
+    openings = summary["openings"]
+    names = list(openings)
+    scores = [openings[n]["score"] for n in names]
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(names) + 1.5))
+    ax.barh(names, scores, color="tab:blue")
+    ax.axvline(0.5, color="gray", lw=1, ls="--")
+    for i, n in enumerate(names):
+        o = openings[n]
+        ax.text(min(scores[i], 0.93) + 0.01, i, f"+{o['wins']} ={o['draws']} -{o['losses']}", va="center", fontsize=8)
+    ax.set_xlim(0, 1)
+    ax.invert_yaxis()
+    ax.set_xlabel("score")
+    elo = summary.get("elo")
+    ax.set_title(f"{title}\nElo {elo:+.0f} [{summary['elo_low']:+.0f}, {summary['elo_high']:+.0f}]"
+                 if elo is not None and math.isfinite(elo) else title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def read_metrics(workdir: str) -> list[dict]:
+    path = os.path.join(workdir, "metrics.jsonl")
+    try:
+        with open(path, encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read it ({e.strerror})") from None
+    if not rows:
+        raise ValueError(f"{path}: no metrics yet")
+    latest = {}
+    for row in rows:  # a resumed run may repeat iterations; keep the last
+        latest[row["iteration"]] = row
+    return [latest[k] for k in sorted(latest)]
+
+
+def board_grid(counts81) -> np.ndarray:
+    """Counts by square index (file_index * 9 + rank) -> [rank, file 9..1] as a board is drawn."""
+    c = np.asarray(counts81).reshape(9, 9)  # [file_index, rank]
+    return c.T[:, ::-1]
+
+
+def entropy_bits(counts) -> float:
+    p = np.asarray(counts, np.float64).ravel()
+    if p.sum() == 0:
+        return float("nan")
+    p = p[p > 0] / p.sum()
+    return float(-(p * np.log2(p)).sum())
+
+
+def plot_heatmaps(workdirs: list[str], path: str, *, points: int = 3) -> None:
+    """King and rook squares at ply 30, summed over equal parts of each run, plus entropy curves."""
+    kinds = [("black", "king", 0, 0), ("black", "rook", 0, 1), ("white", "king", 1, 0), ("white", "rook", 1, 1)]
+    runs = [(w, read_metrics(w)) for w in workdirs]
+    fig, axes = plt.subplots(len(runs) * points + 1, 4, figsize=(10, 2.4 * (len(runs) * points + 1)), squeeze=False)
+    row = 0
+    for workdir, rows in runs:
+        squares = np.asarray([r["diversity/squares"] for r in rows])  # [I, 2, 2, 81]
+        for part in np.array_split(np.arange(len(rows)), points):
+            if len(part) == 0:
+                continue
+            total = squares[part].sum(0)
+            games = rows[part[-1]]["games_finished"]
+            for col, (side, kind, s, k) in enumerate(kinds):
+                ax = axes[row, col]
+                ax.imshow(board_grid(total[s, k]), cmap="magma")
+                ax.set_xticks(range(9), FILES, fontsize=6)
+                ax.set_yticks(range(9), RANKS, fontsize=6)
+                ax.set_title(f"{os.path.basename(workdir.rstrip('/'))} {side} {kind}\n"
+                             f"to {games} games, H={entropy_bits(total[s, k]):.2f} bits", fontsize=7)
+            row += 1
+    for col, (side, kind, s, k) in enumerate(kinds):
+        ax = axes[row, col]
+        for workdir, rows in runs:
+            games = [r["games_finished"] for r in rows]
+            ax.plot(games, [r[f"diversity/{side}_{kind}_entropy_bits"] for r in rows],
+                    label=os.path.basename(workdir.rstrip("/")))
+        ax.set_title(f"{side} {kind} entropy (bits)", fontsize=8)
+        ax.set_xlabel("games", fontsize=7)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_elo_curve(curves: dict, path: str, *, reference: str) -> None:
+    """``curves``: run name -> list of (games, elo, low, high)."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, points in curves.items():
+        points = sorted(points)
+        games = [p[0] for p in points]
+        elo = np.asarray([p[1] for p in points], np.float64)
+        low = np.asarray([p[2] for p in points], np.float64)
+        high = np.asarray([p[3] for p in points], np.float64)
+        clip = 1500
+        elo_c, low_c, high_c = (np.clip(a, -clip, clip) for a in (elo, low, high))
+        ax.errorbar(games, elo_c, yerr=[elo_c - low_c, high_c - elo_c], marker="o", capsize=3, label=name)
+    ax.axhline(0, color="gray", lw=1, ls="--")
+    ax.set_xlabel("training games")
+    ax.set_ylabel(f"Elo vs {reference}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def elo_curve(workdirs: list[str], opponent: str, *, games: int | None, simulations: int, openings: str | None,
+              concurrency: int, path: str) -> dict:
+    """Plays each saved checkpoint of each run against ``opponent`` and plots Elo over games."""
+    import orbax.checkpoint as ocp
+
+    from az import match as match_lib
+    from az import players as players_lib
+
+    curves = {}
+    opening_list = match_lib.load_openings(openings)
+    second = players_lib.parse_player(opponent, num_simulations=simulations, slots=concurrency, seed=1)
+    try:
+        for workdir in workdirs:
+            rows = {r["iteration"]: r for r in read_metrics(workdir)}
+            manager = ocp.CheckpointManager(os.path.abspath(os.path.join(workdir, "checkpoints")))
+            steps = sorted(manager.all_steps())
+            manager.close()
+            points = []
+            for step in steps:
+                out = os.path.join(workdir, "eval", _slug(second.name), f"step_{step}")
+                first = players_lib.parse_player(f"checkpoint:{workdir}@{step}", num_simulations=simulations,
+                                                 slots=concurrency)
+                try:
+                    m = match_lib.Match(first, second, opening_list, out, games=games, concurrency=concurrency,
+                                        resume=True, progress=False)
+                    s = m.run()
+                finally:
+                    first.close()
+                played = rows[step]["games_finished"] if step in rows else 0
+                points.append((played, s["elo"], s["elo_low"], s["elo_high"]))
+                print(f"{workdir}@{step} ({played} games): {match_lib.format_summary(first.name, second.name, s).splitlines()[0]}",
+                      flush=True)
+            curves[os.path.basename(workdir.rstrip("/"))] = points
+    finally:
+        second.close()
+    plot_elo_curve(curves, path, reference=second.name)
+    with open(os.path.splitext(path)[0] + ".json", "w", encoding="utf-8") as f:
+        json.dump(curves, f, indent=1)
+    return curves
+
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:60]
+
+
+def start_positions(start: str, count: int, seed: int = 0) -> list[str]:
+    """SFENs of a start scheme: all 900 for random_start(2), else ``count`` samples."""
+    import jax
+
+    from envs import env, notation, starts
+
+    spec = starts.parse_start(start)
+    if len(spec.leaves) == 1 and isinstance(spec.leaves[0], starts.RandomStart) and spec.leaves[0].plies == 2:
+        import cshogi
+
+        board, sfens = cshogi.Board(), []
+        for m1 in list(board.legal_moves):
+            board.push(m1)
+            for m2 in list(board.legal_moves):
+                board.push(m2)
+                sfens.append(board.sfen())
+                board.pop()
+            board.pop()
+        return sfens
+    fn = jax.jit(jax.vmap(starts.make_start_fn(spec, env.Rules()), in_axes=(0, None)))
+    states = fn(jax.random.split(jax.random.PRNGKey(seed), count), 0.0)
+    return [notation.to_sfen(jax.tree.map(lambda a: a[i], states)) for i in range(count)]
+
+
+def engine_scores(sfens: list[str], engine: str) -> list[float]:
+    """Black's score in centipawns by a USI engine, a fresh process per position
+    (fairy-stockfish's fixed-node evaluation depends on earlier searches in a process)."""
+    from az import players as players_lib
+
+    player = players_lib.parse_player(engine)
+    scores = []
+    for sfen in sfens:
+        process = players_lib._UsiProcess(player.path, player.options)
+        try:
+            process.send("usinewgame")
+            process.send(f"position sfen {sfen}")
+            process.send(player.go_command)
+            score = None
+            for line in process.until(lambda s: s.startswith("bestmove"), player.move_timeout):
+                if line.startswith("info") and " score " in line and " multipv " not in line.replace(" multipv 1 ", " "):
+                    parts = line.split()
+                    kind, value = parts[parts.index("score") + 1], parts[parts.index("score") + 2]
+                    score = float(value) if kind == "cp" else math.copysign(30000, float(value.replace("+", "") or 1))
+        finally:
+            process.close()
+        if score is None:
+            raise ValueError(f"{engine} gave no score for {sfen}")
+        black_to_move = sfen.split()[1] == "b"
+        scores.append(score if black_to_move else -score)
+    return scores
+
+
+def network_values(sfens: list[str], checkpoint: str) -> list[float]:
+    """Black's value in [-1, 1] by a trained network."""
+    import jax
+
+    from az import agent as agent_lib
+    from az import search as search_lib
+    from envs import notation
+
+    agent = agent_lib.load_agent(checkpoint)
+    states = agent_lib.stack_states([notation.from_sfen(s) for s in sfens])
+    _, value = jax.jit(lambda p, g: search_lib.evaluate(agent.network.apply, p, g))(agent.params, states)
+    color = np.asarray(states.x.color)
+    return list(np.where(color == 0, np.asarray(value), -np.asarray(value)).astype(float))
+
+
+def plot_balance(values: dict, path: str, *, unit: str) -> dict:
+    """Histograms of black's advantage per start scheme; returns mean/std per scheme."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    table = {}
+    for name, v in values.items():
+        v = np.asarray(v, np.float64)
+        table[name] = {"positions": int(v.size), "mean": float(v.mean()), "std": float(v.std())}
+        ax.hist(v, bins=40, alpha=0.5, label=f"{name}: mean {v.mean():+.1f}, std {v.std():.1f}")
+    ax.set_xlabel(f"black's advantage ({unit})")
+    ax.set_ylabel("positions")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return table
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("curve", help="Elo over training games (Fig. 2)")
+    c.add_argument("--workdir", action="append", required=True)
+    c.add_argument("--opponent", required=True)
+    c.add_argument("--games", type=int, default=None)
+    c.add_argument("--simulations", type=int, default=800)
+    c.add_argument("--openings", default=None)
+    c.add_argument("--concurrency", type=int, default=1)
+    c.add_argument("--out", default="elo_curve.png")
+    h = sub.add_parser("heatmaps", help="king/rook squares at ply 30 and their entropy (Figs. 6-8)")
+    h.add_argument("--workdir", action="append", required=True)
+    h.add_argument("--points", type=int, default=3)
+    h.add_argument("--out", default="heatmaps.png")
+    b = sub.add_parser("balance", help="black's advantage over a start scheme (Fig. 4, Table 2)")
+    b.add_argument("--start", action="append", required=True)
+    b.add_argument("--engine", default=None, help="usi:PATH?nodes=N (score in cp)")
+    b.add_argument("--checkpoint", default=None, help="WORKDIR[@STEP] (network value)")
+    b.add_argument("--positions", type=int, default=200)
+    b.add_argument("--out", default="balance.png")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "curve":
+            elo_curve(args.workdir, args.opponent, games=args.games, simulations=args.simulations,
+                      openings=args.openings, concurrency=args.concurrency, path=args.out)
+        elif args.command == "heatmaps":
+            plot_heatmaps(args.workdir, args.out, points=args.points)
+        else:
+            if (args.engine is None) == (args.checkpoint is None):
+                parser.error("balance needs exactly one of --engine or --checkpoint")
+            values = {}
+            for start in args.start:
+                sfens = start_positions(start, args.positions)
+                values[start] = engine_scores(sfens, args.engine) if args.engine else network_values(sfens, args.checkpoint)
+            table = plot_balance(values, args.out, unit="cp" if args.engine else "value")
+            print(json.dumps(table, indent=1))
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
