@@ -88,6 +88,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, *, max_iterations: in
     else:
         state = trainer.init()
         step = 0
+        checkpointer.save(0, state, config)  # the untrained network, a baseline for evaluation
     if jax.process_index() == 0:
         with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
             f.write(config.to_json(indent=2))

@@ -92,6 +92,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.checkpoint.every_iterations = 2
     elif preset == "cpu":
         c.budget_games = 4000
+        c.env.max_length = 256  # as the evaluation matches; more games end within an hour
         c.search.num_simulations = 16
         c.search.max_num_considered_actions = 8
         c.selfplay.num_games = 64
@@ -107,5 +108,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.learner.optimizer = "adamw"
         c.learner.learning_rate = 1e-3
         c.learner.warmup_steps = 50
-        c.checkpoint.every_iterations = 20
+        c.checkpoint.every_iterations = 10
     return c
