@@ -3,7 +3,8 @@
 ``parse_player(spec)`` turns a command-line spec into a ``Player``:
 
     checkpoint:WORKDIR[@STEP]          our agent (greedy Gumbel search, --simulations n)
-    usi:PATH?option=value&nodes=N      a USI engine; limits: nodes, depth, byoyomi (ms), movetime (ms)
+    usi:PATH?option=value&nodes=N      a USI engine; limits: nodes, depth, byoyomi (ms), movetime (ms);
+                                       timeout (s) per move before it loses (default 120 or limit + 30)
     random | greedy                    uniform random legal moves | one-ply material
 
 A player hands out ``Session``s, one per concurrently played game slot; a session's
@@ -258,10 +259,11 @@ class UsiPlayer(Player):
             raise PlayerError(f"engine binary {path!r} not found or not executable")
         self.path = resolved
         params = dict(urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=False)) if query else {}
-        limits = {k: params.pop(k) for k in LIMIT_KEYS if k in params}
+        limits = {k: params.pop(k) for k in LIMIT_KEYS + ("timeout",) if k in params}
         for key, value in limits.items():
             if not value.isdigit() or int(value) < 1:
                 raise PlayerError(f"engine {spec!r}: {key} must be a positive integer, got {value!r}")
+        timeout = limits.pop("timeout", None)
         if not limits:
             limits = {"nodes": "10000"}
         self.options = params
@@ -274,6 +276,8 @@ class UsiPlayer(Player):
         else:
             self.go_command = " ".join(["go"] + [f"{k} {v}" for k, v in limits.items()])
             self.move_timeout = 120.0
+        if timeout is not None:  # seconds an engine may take for one move before it loses
+            self.move_timeout = float(timeout)
         label = "&".join(f"{k}={v}" for k, v in {**params, **limits}.items())
         self.name = f"{os.path.basename(path)}?{label}"
         probe = _UsiProcess(self.path, self.options)  # fail fast on a bad option or a broken binary

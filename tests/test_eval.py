@@ -1,0 +1,148 @@
+"""Evaluation: Elo maths, matches against real and misbehaving engines, resume, records, errors."""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import cshogi.CSA
+import cshogi.KIF
+import pytest
+
+from az import elo, match, players
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FAKE = os.path.join(ROOT, "tests", "fake_usi_engine.py")
+FAIRY = "/usr/games/fairy-stockfish"
+OPENINGS = os.path.join(ROOT, "data", "openings.tsv")
+
+
+def test_elo__known_cases():
+    assert elo.elo_from_score(0.5) == 0
+    assert elo.elo_from_score(0.75) == pytest.approx(190.85, abs=0.01)
+    assert elo.elo_from_score(0.25) == pytest.approx(-190.85, abs=0.01)
+    assert elo.elo_from_score(1.0) == math.inf and elo.elo_from_score(0.0) == -math.inf
+    even = elo.estimate([1.0, 1.0, 2.0, 0.0])  # pairs: 1 + 1 + 2 + 0 points of 8
+    assert even.score == 0.5 and even.elo == 0 and even.games == 8
+    assert even.low < 0 < even.high
+    assert even.low == pytest.approx(-even.high)
+    strong = elo.estimate([2.0, 1.5, 2.0, 1.5, 2.0, 1.0])
+    assert strong.score == pytest.approx(10 / 12)
+    assert strong.low < strong.elo < strong.high
+    # More games at the same score narrow the interval.
+    wider, narrower = elo.estimate([2.0, 1.0] * 3), elo.estimate([2.0, 1.0] * 30)
+    assert narrower.high - narrower.low < wider.high - wider.low
+
+
+def _results(out_dir):
+    with open(os.path.join(out_dir, "results.json")) as f:
+        return json.load(f)
+
+
+def test_openings__shipped_file_has_nine_openings_of_three_lines():
+    openings = match.load_openings(OPENINGS)
+    assert len(openings) == 27
+    assert len({o.name for o in openings}) == 9
+
+
+def test_openings__bad_line_names_its_number(tmp_path):
+    bad = tmp_path / "openings.txt"
+    bad.write_text("startpos moves 7g7f 3c3d\n# a comment\nstartpos moves 7g7f 7g7e\n")
+    with pytest.raises(ValueError, match=r"openings .*openings.txt line 3: illegal move '7g7e'"):
+        match.load_openings(str(bad))
+    bad.write_text("sfen lnsgkgsnl/9/ppppppppp b - 1\n")
+    with pytest.raises(ValueError, match=r"line 1: SFEN board needs 9 ranks"):
+        match.load_openings(str(bad))
+
+
+@pytest.mark.skipif(not os.path.exists(FAIRY), reason="fairy-stockfish not installed (apt-get install fairy-stockfish)")
+def test_match__against_fairy_stockfish_writes_records_that_parse_back(tmp_path):
+    first = players.parse_player("greedy")
+    second = players.parse_player(f"usi:{FAIRY}?nodes=1")
+    openings = match.load_openings(OPENINGS)[:1]
+    m = match.Match(first, second, openings, str(tmp_path), progress=False)
+    summary = m.run()
+    assert summary["games"] == 2 and summary["wins"] + summary["draws"] + summary["losses"] == 2
+    assert summary["black"]["wins"] + summary["black"]["draws"] + summary["black"]["losses"] == 1
+    data = _results(tmp_path)
+    assert {g["player_color"] for g in data["games"]} == {"black", "white"}
+    for game in data["games"]:
+        csa = cshogi.CSA.Parser.parse_file(str(tmp_path / "games" / game["csa"]))[0]
+        kif = cshogi.KIF.Parser.parse_file(str(tmp_path / "games" / game["kif"]))
+        assert [cshogi.move_to_usi(mv) for mv in csa.moves] == game["moves"]
+        assert [cshogi.move_to_usi(mv) for mv in kif.moves] == game["moves"]
+        assert game["plies"] == len(game["moves"]) - len(openings[0].moves)
+
+
+def _fake(mode, moves=3, timeout=None):
+    os.environ["FAKE_ENGINE_MODE"] = mode
+    os.environ["FAKE_ENGINE_MOVES"] = str(moves)
+    return players.parse_player(f"usi:{FAKE}?nodes=1" + (f"&timeout={timeout}" if timeout else ""))
+
+
+@pytest.mark.parametrize("mode, reason", [("exit", "exited"), ("hang", "did not answer"), ("illegal", "illegal move")])
+def test_match__survives_an_engine_that_fails_mid_game(tmp_path, monkeypatch, mode, reason):
+    monkeypatch.setenv("FAKE_ENGINE_MODE", "ok")
+    engine = _fake(mode, moves=2, timeout=2)
+    m = match.Match(players.parse_player("random"), engine, match.load_openings(None), str(tmp_path), games=2,
+                    progress=False)
+    summary = m.run()
+    assert summary["games"] == 2
+    assert summary["wins"] == 2  # the failing engine loses both games, the match goes on
+    games = _results(tmp_path)["games"]
+    assert all(reason in g["reason"] for g in games), [g["reason"] for g in games]
+    assert all(os.path.exists(tmp_path / "games" / g["kif"]) for g in games)
+
+
+def test_match__resume_plays_only_the_missing_games(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_ENGINE_MODE", "ok")
+    openings = match.load_openings(None)
+    first = players.parse_player("random")
+    m = match.Match(first, players.parse_player("greedy"), openings, str(tmp_path), games=4, progress=False)
+    m.run()
+    data = _results(tmp_path)
+    kept = data["games"][:2]
+    data["games"] = kept  # as if interrupted after two games
+    with open(tmp_path / "results.json", "w") as f:
+        json.dump(data, f)
+    with pytest.raises(ValueError, match="--resume"):
+        match.Match(first, players.parse_player("greedy"), openings, str(tmp_path), games=4, progress=False)
+    resumed = match.Match(first, players.parse_player("greedy"), openings, str(tmp_path), games=4, resume=True,
+                          progress=False)
+    played = []
+    original = resumed._play
+    resumed._play = lambda index, sessions: played.append(index) or original(index, sessions)
+    summary = resumed.run()
+    assert sorted(played) == [2, 3]
+    assert summary["games"] == 4
+    assert _results(tmp_path)["games"][:2] == kept
+
+
+def test_players__missing_engine_binary_is_one_clear_error():
+    with pytest.raises(players.PlayerError, match=r"engine binary '/no/such/engine' not found"):
+        players.parse_player("usi:/no/such/engine?nodes=1")
+    with pytest.raises(players.PlayerError, match="expected checkpoint:"):
+        players.parse_player("stockfish")
+
+
+def _eval_cli(*args):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "eval.py"), *args], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+
+
+def test_eval_cli__errors_are_one_line(tmp_path):
+    bad = tmp_path / "openings.txt"
+    bad.write_text("startpos\nstartpos moves 1a1b\n")
+    cases = [
+        (["--checkpoint", str(tmp_path / "nowhere"), "--opponent", "random"], "no checkpoints in"),
+        (["--checkpoint", str(tmp_path), "--opponent", "usi:/no/such/engine"], "'/no/such/engine' not found"),
+        (["--checkpoint", str(tmp_path), "--opponent", "random", "--openings", str(bad)], "openings.txt line 2"),
+    ]
+    for args, needle in cases:
+        result = _eval_cli(*args)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert result.returncode != 0
+        assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
+        assert needle in lines[0], lines[0]
