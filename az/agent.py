@@ -111,11 +111,14 @@ def load_agent(spec: str) -> Agent:
         if not steps:
             raise AgentError(f"checkpoint {spec!r}: {directory} holds no finished checkpoint")
         step = max(steps) if step is None else step
-        if step not in steps:
+        if step not in steps and step != 0:
             raise AgentError(f"checkpoint {spec!r}: no step {step} (have {sorted(steps)})")
-        saved = manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore()))["config"]
+        saved = manager.restore(step if step in steps else max(steps),
+                                args=ocp.args.Composite(config=ocp.args.JsonRestore()))["config"]
         config = _config_from_dict(saved)
         config.distributed = False
+        if step not in steps:  # step 0 rotated out: the same seed rebuilds the same initial network
+            return dataclasses.replace(untrained_agent(config), name=f"{workdir}@0")
         network = trainer_lib.make_network(config)
         abstract = jax.eval_shape(network.init, jax.random.PRNGKey(0), jnp.zeros((1, 9, 9, 119), jnp.bool_))
         item = {"params": abstract}
