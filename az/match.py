@@ -86,8 +86,7 @@ def _split_position(text: str) -> tuple[str, tuple]:
 def _check_moves(sfen: str, moves: tuple):
     import cshogi
 
-    notation.parse_sfen(sfen)
-    board = cshogi.Board(sfen)
+    board = cshogi.Board(notation._format_sfen(*notation.parse_sfen(sfen)))  # validated, normalised
     for move in moves:
         legal = re.fullmatch(r"[1-9][a-i][1-9][a-i]\+?|[PLNSGBR]\*[1-9][a-i]", move)
         m = board.move_from_usi(move) if legal else 0

@@ -137,7 +137,7 @@ def plot_elo_curve(curves: dict, path: str, *, reference: str) -> None:
 
 
 def elo_curve(workdirs: list[str], opponent: str, *, games: int | None, simulations: int, openings: str | None,
-              concurrency: int, path: str) -> dict:
+              concurrency: int, path: str, steps: list[int] | None = None) -> dict:
     """Plays each saved checkpoint of each run against ``opponent`` and plots Elo over games."""
     import orbax.checkpoint as ocp
 
@@ -151,10 +151,11 @@ def elo_curve(workdirs: list[str], opponent: str, *, games: int | None, simulati
         for workdir in workdirs:
             rows = {r["iteration"]: r for r in read_metrics(workdir)}
             manager = ocp.CheckpointManager(os.path.abspath(os.path.join(workdir, "checkpoints")))
-            steps = sorted(manager.all_steps())
+            saved = sorted(manager.all_steps())
             manager.close()
+            chosen = saved if steps is None else [s for s in steps if s in saved or s == 0]
             points = []
-            for step in steps:
+            for step in chosen:
                 out = os.path.join(workdir, "eval", _slug(second.name), f"step_{step}")
                 first = players_lib.parse_player(f"checkpoint:{workdir}@{step}", num_simulations=simulations,
                                                  slots=concurrency)
@@ -277,6 +278,7 @@ def main(argv=None) -> int:
     c.add_argument("--simulations", type=int, default=800)
     c.add_argument("--openings", default=None)
     c.add_argument("--concurrency", type=int, default=1)
+    c.add_argument("--steps", default=None, help="comma-separated checkpoint steps (default: all saved)")
     c.add_argument("--out", default="elo_curve.png")
     h = sub.add_parser("heatmaps", help="king/rook squares at ply 30 and their entropy (Figs. 6-8)")
     h.add_argument("--workdir", action="append", required=True)
@@ -292,7 +294,8 @@ def main(argv=None) -> int:
     try:
         if args.command == "curve":
             elo_curve(args.workdir, args.opponent, games=args.games, simulations=args.simulations,
-                      openings=args.openings, concurrency=args.concurrency, path=args.out)
+                      openings=args.openings, concurrency=args.concurrency, path=args.out,
+                      steps=[int(x) for x in args.steps.split(",")] if args.steps else None)
         elif args.command == "heatmaps":
             plot_heatmaps(args.workdir, args.out, points=args.points)
         else:
