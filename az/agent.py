@@ -42,10 +42,14 @@ class Agent:
     def rules(self) -> env.Rules:
         return trainer_lib.rules_from(self.config)
 
-    def search_fn(self, num_simulations: int = 800, max_num_considered_actions: int | None = None):
+    def search_fn(self, num_simulations: int = 800, max_num_considered_actions: int | None = None,
+                  max_length: int = 256):
         """Jitted ``search(params, rng_key, games [B]) -> dict`` (greedy, no noise): action [B],
-        root_value [B], search_value [B], visits [B, A], q [B, A]."""
-        return _compiled_search(self, num_simulations, max_num_considered_actions)
+        root_value [B], search_value [B], visits [B, A], q [B, A].
+
+        ``max_length``: the game's ply limit as the tree sees it (matches: 256, floodgate),
+        not the training run's, so late positions of a long match are still searched."""
+        return _compiled_search(self, num_simulations, max_num_considered_actions, max_length)
 
 
 def _search_result(out, value):
@@ -61,13 +65,13 @@ def _search_result(out, value):
 _SEARCH_CACHE: dict = {}
 
 
-def _compiled_search(agent: Agent, num_simulations: int, considered: int | None):
+def _compiled_search(agent: Agent, num_simulations: int, considered: int | None, max_length: int):
     considered = considered or agent.config.search.max_num_considered_actions
-    key = (agent.config.to_json(), num_simulations, considered)  # same config, same network
+    key = (agent.config.to_json(), num_simulations, considered, max_length)  # same config, same network
     if key not in _SEARCH_CACHE:
         search = search_lib.make_search(
             agent.network.apply,
-            agent.rules,
+            dataclasses.replace(agent.rules, max_length=max_length, history=max_length + 1),
             algorithm="gumbel",
             num_simulations=num_simulations,
             max_num_considered_actions=considered,

@@ -1,0 +1,676 @@
+"""The USI engine (``az/usi.py``) as GUIs and match runners start it: ``scripts/azshogi-usi``
+without arguments, the checkpoint in ``$AZSHOGI_CHECKPOINT``.
+
+One smoke run's checkpoint (module fixture ``workdir``) and one engine process (module
+fixture ``engine``, Simulations 4) serve the tests; its ``isready`` compiles the search
+once (~30-60 s on a 2-core CPU). Lines are read by a thread with timeouts, so a hung or
+dead engine fails a test instead of hanging it; cshogi's own USI client
+(``cshogi.usi.Engine``, which loops forever at EOF) is driven through the same reader.
+"""
+
+import io
+import os
+import pathlib
+import queue
+import random
+import subprocess
+import sys
+import threading
+import time
+
+import cshogi
+import cshogi.usi
+import pytest
+
+from az import usi
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+WRAPPER = ROOT / "scripts" / "azshogi-usi"
+SIMULATIONS = 4
+ITERATIONS = 0  # of the smoke run the engine loads
+LOAD_TIMEOUT = 600  # s for an isready that compiles, on a busy 2-core CPU
+MOVE_TIMEOUT = 60  # s for a bestmove without a clock
+
+MATED_BLACK = "4k4/9/9/9/9/9/4p4/4g4/4K4 b - 1"  # black to move is checkmated
+MATED_WHITE = "4k4/4G4/4P4/9/9/9/9/9/4K4 w - 1"
+DECLARATION = "RBGGSSSS1/4K3B/1R1GG4/9/9/9/9/9/4k4 b - 1"  # black: king in camp, 11 pieces, 28 points
+DECLARATION_HAND = "RBGGSSSS1/4K3B/2GG5/9/9/9/9/9/4k4 b R 1"  # the rook in hand counts too
+NO_DECLARATION = "RBGGSSSS1/4K3B/2GG5/9/9/9/9/9/4k4 b - 1"  # 23 points only
+
+
+class UsiProcess:
+    """An engine process with a reader thread; ``read`` times out instead of blocking."""
+
+    def __init__(self, checkpoint: str | None, *args: str, cwd=None):
+        env = dict(os.environ)
+        env.pop("AZSHOGI_CHECKPOINT", None)
+        if checkpoint is not None:
+            env["AZSHOGI_CHECKPOINT"] = checkpoint
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [str(WRAPPER), *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+        )
+        self.lines: queue.Queue = queue.Queue()
+        self.transcript: list[str] = []
+        self.stderr: list[str] = []
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+
+    def _read_stdout(self):
+        for raw in self.proc.stdout:
+            self.lines.put(raw.decode("utf-8", "replace").rstrip("\r\n"))
+        self.lines.put(None)  # EOF
+
+    def _read_stderr(self):
+        for raw in self.proc.stderr:
+            self.stderr.append(raw.decode("utf-8", "replace").rstrip("\r\n"))
+
+    def send(self, command: str):
+        self.transcript.append(f"> {command}")
+        self.proc.stdin.write(command.encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def read(self, timeout: float) -> str:
+        try:
+            line = self.lines.get(timeout=max(timeout, 0.0))
+        except queue.Empty:
+            raise AssertionError(f"no line from the engine in {timeout:.1f} s; transcript:\n{self.tail()}") from None
+        if line is None:
+            self.lines.put(None)
+            raise AssertionError(f"the engine closed its output (rc={self.proc.poll()}); transcript:\n{self.tail()}")
+        self.transcript.append(f"< {line}")
+        return line
+
+    def until(self, predicate, timeout: float) -> list[str]:
+        """Lines up to and including the first one ``predicate`` accepts (a prefix: startswith)."""
+        if isinstance(predicate, str):
+            prefix = predicate
+            predicate = lambda line: line.startswith(prefix)  # noqa: E731
+        end = time.monotonic() + timeout
+        lines = []
+        while True:
+            lines.append(self.read(end - time.monotonic()))
+            if predicate(lines[-1]):
+                return lines
+
+    def quiet(self, seconds: float) -> list[str]:
+        """Whatever the engine says in the next ``seconds``."""
+        end, lines = time.monotonic() + seconds, []
+        while (left := end - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                self.lines.put(None)
+                break
+            self.transcript.append(f"< {line}")
+            lines.append(line)
+        return lines
+
+    def go(self, command: str, timeout: float = MOVE_TIMEOUT) -> tuple[str, list[str]]:
+        """Sends a go command; (bestmove, the lines before it)."""
+        self.send(command)
+        lines = self.until("bestmove", timeout)
+        return lines[-1].split()[1], lines[:-1]
+
+    def isready(self, timeout: float = LOAD_TIMEOUT) -> list[str]:
+        self.send("isready")
+        return self.until(lambda line: line == "readyok", timeout)
+
+    def drain(self):
+        self.quiet(0.05)
+
+    def tail(self, n: int = 40) -> str:
+        return "\n".join(self.transcript[-n:])
+
+    def close(self, timeout: float = 30) -> int:
+        if self.proc.poll() is None:
+            try:
+                self.send("quit")
+                self.proc.stdin.close()
+            except (OSError, ValueError):  # already gone, or stdin closed by the test
+                pass
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def cshogi_engine(self, timeout: float = MOVE_TIMEOUT) -> cshogi.usi.Engine:
+        """cshogi's USI client on this process, reading through the timed reader."""
+        engine = cshogi.usi.Engine(str(WRAPPER), connect=False)
+        engine.proc = _CshogiPipes(self, timeout)
+        return engine
+
+
+class _CshogiPipes:
+    """The part of a Popen that ``cshogi.usi.Engine`` uses, with a timeout on reading."""
+
+    def __init__(self, process: UsiProcess, timeout: float):
+        self.process, self.timeout = process, timeout
+        self.stdin = self
+        self.stdout = self
+
+    def write(self, data: bytes):
+        for command in data.decode().splitlines():
+            self.process.send(command)
+
+    def readline(self) -> bytes:
+        return (self.process.read(self.timeout) + "\n").encode()
+
+    def flush(self):
+        pass
+
+
+def cshogi_board(position: str) -> cshogi.Board:
+    """A cshogi board for 'startpos moves ...' or 'sfen ... moves ...' (valid input only)."""
+    head, _, moves = position.partition(" moves ")
+    board = cshogi.Board() if head == "startpos" else cshogi.Board(head[len("sfen "):])
+    for move in moves.split():
+        board.push_usi(move)
+    return board
+
+
+def assert_legal(position: str, move: str):
+    board = cshogi_board(position)
+    parsed = board.move_from_usi(move)
+    assert parsed and board.is_legal(parsed), f"{move} is illegal in {position}"
+
+
+def info_lines(lines):
+    return [line for line in lines if line.startswith("info ") and " pv " in line]
+
+
+# Fixtures ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """A smoke run's workdir, made by train.py in its own process like a user's run.
+
+    ``--max_iterations 0`` stops after the run saved its untrained network as checkpoint 0
+    (~20 s); iterations would add their compile (~1 min on a busy 2-core CPU) and change
+    nothing the engine sees: the same orbax checkpoint of the whole TrainState.
+    """
+    path = tmp_path_factory.mktemp("usi_smoke") / "run"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "--config", "base.py:smoke", "--workdir", str(path)]
+        + ["--max_iterations", str(ITERATIONS)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return path
+
+
+def checkpoint_steps(workdir) -> list[int]:
+    return sorted(int(d) for d in os.listdir(workdir / "checkpoints") if d.isdigit())
+
+
+@pytest.fixture(scope="module")
+def engine(workdir, tmp_path_factory):
+    """One engine for the protocol tests: started, ``usi`` timed, Simulations 4, ready."""
+    process = UsiProcess(str(workdir), cwd=tmp_path_factory.mktemp("gui_cwd"))
+    try:
+        process.send("usi")
+        process.usi_lines = process.until(lambda line: line == "usiok", 30)
+        process.usi_seconds = time.monotonic() - process.started
+        process.send(f"setoption name Simulations value {SIMULATIONS}")
+        process.ready_lines = process.isready()
+        yield process
+    finally:
+        process.close()
+
+
+@pytest.fixture
+def fresh(engine):
+    engine.drain()
+    return engine
+
+
+# Without jax: helpers and the start-up ---------------------------------------------
+
+
+def test_usi_and_options_import_nothing_heavy():
+    """``usi``, ``setoption`` and friends are answered before jax or the environment load."""
+    code = (
+        "import sys\n"
+        "from az import usi\n"
+        "status = usi.main(['--checkpoint', 'nowhere'])\n"
+        "heavy = ('jax', 'jaxlib', 'numpy', 'envs', 'cshogi', 'orbax', 'flax', 'mctx')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy), status, file=sys.stderr)\n"
+    )
+    commands = "\n".join(
+        ["usi", "setoption name Simulations value 16", "setoption name USI_Hash value 256", "usinewgame", "frobnicate"]
+        + ["quit", ""]
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, input=commands, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines()[-1] == "[] 0"
+    lines = result.stdout.splitlines()
+    assert lines[-2:] == ["usiok", "info string unknown command: frobnicate"]
+
+
+def test_parse_go():
+    assert usi.parse_go(["btime", "1000", "wtime", "2000", "byoyomi", "500"]) == usi.GoCommand(
+        btime=1000, wtime=2000, byoyomi=500
+    )
+    assert usi.parse_go(["nodes", "4"]).nodes == 4
+    assert usi.parse_go(["infinite"]).infinite
+    assert usi.parse_go(["ponder", "btime", "0", "wtime", "0", "byoyomi", "1000"]).ponder
+    assert usi.parse_go(["mate", "infinite"]).mate
+    for bad in (["nodes"], ["nodes", "x"], ["byoyomi", "-5"], ["frobnicate"], ["nodes", "0"]):
+        with pytest.raises(ValueError):
+            usi.parse_go(bad)
+
+
+def test_time_budget():
+    go = usi.parse_go
+    assert usi.time_budget_ms(go(["nodes", "8"]), 0) is None
+    assert usi.time_budget_ms(go(["infinite"]), 0) is None
+    assert usi.time_budget_ms(go(["byoyomi", "500"]), 0) == 500
+    assert usi.time_budget_ms(go(["btime", "0", "wtime", "0", "byoyomi", "0"]), 1) == 0
+    assert usi.time_budget_ms(go(["btime", "40000", "wtime", "4000", "byoyomi", "1000"]), 0) == 2000
+    assert usi.time_budget_ms(go(["btime", "40000", "wtime", "4000", "byoyomi", "1000"]), 1) == 1100
+    assert usi.time_budget_ms(go(["btime", "8000", "wtime", "8000", "binc", "1000", "winc", "2000"]), 1) == 2200
+    assert usi.time_budget_ms(go(["btime", "100", "wtime", "100", "binc", "1000", "winc", "1000"]), 0) == 100
+    assert usi.time_budget_ms(go(["movetime", "300"]), 0) == 300
+
+
+def test_simulations_fit_the_time():
+    speed = usi.Speed(policy_s=0.01, simulation_s=0.001, compile_s=30.0, host_s=0.01)
+    assert usi.ladder(800) == {800, 400, 200, 100, 50, 25, 12, 6, 3, 1}
+    assert usi.most_simulations(usi.ladder(800), 10.0, speed) == 800
+    assert usi.most_simulations(usi.ladder(800), 0.3, speed) == 200  # 1.25 * (0.03 + 0.2) = 0.29
+    assert usi.most_simulations({800}, 0.3, speed) == 0  # the policy move
+    assert usi.most_simulations(set(), 0.3, speed) == 0
+    assert speed.estimate(0) < 0.03
+
+
+def test_value_to_cp():
+    assert usi.value_to_cp(0.0) == 0
+    assert usi.value_to_cp(0.5) == round(1200 * 0.5493061443)  # 600 * ln(0.75 / 0.25)
+    assert usi.value_to_cp(-0.5) == -usi.value_to_cp(0.5)
+    assert usi.value_to_cp(1.0) == usi.value_to_cp(2.0) == 5942
+    assert usi.value_to_cp(float("nan")) == 0
+
+
+def test_split_checkpoint_finds_relative_workdirs_in_the_repository(tmp_path, monkeypatch):
+    assert usi.split_checkpoint("/abs/run@12") == ("/abs/run", "12")
+    assert usi.split_checkpoint("/abs/run") == ("/abs/run", None)
+    assert usi.split_checkpoint("/abs/r@n") == ("/abs/r@n", None)
+    repo, elsewhere = tmp_path / "repo", tmp_path / "gui"
+    (repo / "runs" / "x" / "checkpoints").mkdir(parents=True)
+    elsewhere.mkdir()
+    monkeypatch.setattr(usi, "_REPO", str(repo))
+    monkeypatch.chdir(elsewhere)
+    assert usi.split_checkpoint("runs/x@3") == (str(repo / "runs" / "x"), "3")
+    assert usi.checkpoint_problem("runs/x") is None
+    assert usi.checkpoint_problem("runs/y") == f"checkpoint 'runs/y': no checkpoints in {elsewhere}/runs/y/checkpoints"
+
+
+class _ScriptedEngine(usi.Engine):
+    """An engine whose search is a script: (seconds to wait, what to store) steps."""
+
+    def __init__(self, script):
+        self.stream = io.StringIO()
+        super().__init__("", 800, 0, usi.Output(self.stream), "")
+        self.script = script
+
+    def think(self, job):
+        for seconds, kind, move in self.script:
+            if kind == "deadline":
+                job.set_deadline(seconds)
+                continue
+            time.sleep(seconds)
+            job.store(**{kind: usi.Answer(move, [f"info depth 1 nodes 1 score cp 0 pv {move}"])})
+
+    def said(self) -> list[str]:
+        return self.stream.getvalue().splitlines()
+
+
+def wait_for(predicate, timeout: float = 5.0):
+    end = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.01)
+
+
+def test_watchdog_answers_with_the_fallback_when_the_search_runs_late():
+    engine = _ScriptedEngine([(0, "fallback", "7g7f"), (0.2, "deadline", None), (1.0, "result", "2g2f")])
+    engine.handle("go byoyomi 1000")
+    time.sleep(0.5)
+    assert engine.said() == [
+        "info string search unfinished: the policy network's move",
+        "info depth 1 nodes 1 score cp 0 pv 7g7f",
+        "bestmove 7g7f",
+    ]
+    engine.job.finished.wait(5)
+    assert engine.said()[-1] == "bestmove 7g7f"  # answered once
+
+
+def test_stop_waits_for_a_first_move_and_answers_once():
+    engine = _ScriptedEngine([(0.3, "fallback", "7g7f"), (0.3, "result", "2g2f")])
+    engine.handle("go infinite")
+    engine.handle("stop")  # nothing to answer with yet
+    assert engine.said() == []
+    wait_for(lambda: engine.said())
+    assert engine.said()[-1] == "bestmove 7g7f"
+    engine.job.finished.wait(5)
+    engine.handle("stop")
+    assert [line for line in engine.said() if line.startswith("bestmove")] == ["bestmove 7g7f"]
+
+
+def test_infinite_keeps_its_result_until_stop_and_gameover_drops_an_answer():
+    engine = _ScriptedEngine([(0, "fallback", "7g7f"), (0, "result", "2g2f")])
+    engine.handle("go infinite")
+    engine.job.finished.wait(5)
+    time.sleep(0.1)
+    assert engine.said() == []
+    engine.handle("stop")
+    assert engine.said()[-1] == "bestmove 2g2f"
+    engine.handle("go ponder")
+    engine.job.finished.wait(5)
+    engine.handle("gameover lose")
+    engine.handle("stop")
+    assert [line for line in engine.said() if line.startswith("bestmove")] == ["bestmove 2g2f"]
+
+
+def test_a_go_without_stop_answers_the_previous_infinite_first():
+    engine = _ScriptedEngine([(0, "fallback", "7g7f"), (0, "result", "2g2f")])
+    engine.handle("go infinite")
+    engine.job.finished.wait(5)
+    engine.handle("go nodes 10")
+    wait_for(lambda: len([line for line in engine.said() if line.startswith("bestmove")]) == 2)
+
+
+def test_wrapper_without_a_checkpoint_answers_usi_then_reports_on_isready(tmp_path):
+    process = UsiProcess(None, cwd=tmp_path)
+    try:
+        process.send("usi")
+        lines = process.until(lambda line: line == "usiok", 10)
+        assert "option name Checkpoint type string default <empty>" in lines
+        ready = process.isready(30)
+        assert ready[-2].startswith("info string error: no checkpoint")
+        move, lines = process.go("go byoyomi 1000", 30)
+        assert move == "resign" and lines[-1].startswith("info string error: no model")
+    finally:
+        assert process.close() == 0
+
+
+def test_missing_checkpoint_is_one_line_and_the_engine_keeps_going(tmp_path):
+    missing = tmp_path / "no_such_run"
+    error = f"checkpoint '{missing}@5': no checkpoints in {missing}/checkpoints"
+    process = UsiProcess("/elsewhere", str(missing) + "@5", cwd=tmp_path)  # the argument wins
+    try:
+        process.send("usi")
+        process.until(lambda line: line == "usiok", 10)
+        ready = process.isready(30)
+        assert ready == [f"info string error: {error}", "readyok"]
+        move, lines = process.go("go", 30)
+        assert move == "resign"
+        assert lines == [f"info string error: no model: {error}"]
+        process.proc.stdin.close()  # end of input: exits like quit
+        assert process.proc.wait(30) == 0
+    finally:
+        process.close()
+    assert process.stderr == [f"azshogi-usi: error: {error}"]
+
+
+# With the model -----------------------------------------------------------------
+
+
+def test_usi_is_answered_at_once_and_isready_loads(engine, workdir):
+    assert engine.usi_seconds < 1.0, f"usiok after {engine.usi_seconds:.2f} s"
+    lines = engine.usi_lines
+    assert lines[0].startswith("id name azshogi") and lines[1].startswith("id author ")
+    assert "option name Simulations type spin default 800 min 1 max 1000000" in lines
+    assert "option name CheckpointStep type string default latest" in lines
+    assert lines[-1] == "usiok"
+    assert engine.ready_lines[-1] == "readyok"
+    latest = checkpoint_steps(workdir)[-1]
+    loaded = f"@{latest} (base), {SIMULATIONS} simulations"
+    assert any(loaded in line for line in engine.ready_lines), engine.ready_lines
+    assert not engine.stderr or all("error" not in line.lower() for line in engine.stderr), engine.stderr
+
+
+def test_go_nodes(fresh):
+    position = "startpos moves 7g7f 3c3d"
+    fresh.send(f"position {position}")
+    move, lines = fresh.go(f"go nodes {SIMULATIONS}")
+    assert_legal(position, move)
+    info = info_lines(lines)
+    assert len(info) == 1
+    words = info[0].split()
+    assert words[words.index("nodes") + 1] == str(SIMULATIONS)
+    assert words[words.index("score") + 1] == "cp" and int(words[words.index("score") + 2]) in range(-6000, 6001)
+    assert words[words.index("pv") + 1] == move
+
+
+@pytest.mark.parametrize(
+    "clock, seconds",
+    [
+        ("byoyomi 500", 0.5),
+        ("btime 1000 wtime 1000 binc 200 winc 200", 0.225),
+        ("btime 60000 wtime 60000 byoyomi 300", 1.8),
+        (f"nodes {SIMULATIONS} byoyomi 300", 0.3),
+    ],
+)
+def test_go_with_a_clock_answers_in_time(fresh, clock, seconds):
+    position = "startpos moves 2g2f 8c8d 2f2e"
+    fresh.send(f"position {position}")
+    start = time.monotonic()
+    move, lines = fresh.go(f"go {clock}")
+    elapsed = time.monotonic() - start
+    assert elapsed < seconds + 0.3, f"bestmove after {elapsed:.2f} s for {clock}\n{fresh.tail()}"
+    assert_legal(position, move)
+    assert info_lines(lines)
+
+
+def test_go_without_time_plays_the_policy_move_at_once(fresh):
+    fresh.send("position startpos")
+    start = time.monotonic()
+    move, lines = fresh.go("go btime 0 wtime 0 byoyomi 0")
+    assert time.monotonic() - start < 0.5
+    assert_legal("startpos", move)
+    assert "info string no time to search: the policy network's move" in lines
+    assert " nodes 1 " in info_lines(lines)[0]
+
+
+def test_go_infinite_answers_only_after_stop(fresh):
+    position = "startpos moves 7g7f"
+    fresh.send(f"position {position}")
+    fresh.send("go infinite")
+    said = fresh.quiet(1.5)
+    assert not any(line.startswith("bestmove") for line in said), said
+    fresh.send("stop")
+    move = fresh.until("bestmove", 10)[-1].split()[1]
+    assert_legal(position, move)
+    fresh.send("stop")  # a second stop is ignored
+    assert fresh.quiet(0.3) == []
+
+
+def test_go_ponder_answers_after_ponderhit(fresh):
+    position = "startpos moves 7g7f 3c3d"
+    fresh.send(f"position {position}")
+    fresh.send("go ponder btime 0 wtime 0 byoyomi 1000")
+    said = fresh.quiet(1.0)
+    assert not any(line.startswith("bestmove") for line in said), said
+    fresh.send("ponderhit")
+    move = fresh.until("bestmove", 5)[-1].split()[1]
+    assert_legal(position, move)
+
+
+@pytest.mark.parametrize("sfen", [MATED_BLACK, MATED_WHITE])
+def test_resigns_when_mated(fresh, sfen):
+    assert cshogi.Board(sfen).is_game_over()
+    fresh.send(f"position sfen {sfen}")
+    move, lines = fresh.go("go byoyomi 1000")
+    assert move == "resign"
+    assert lines == ["info string no legal move: resign"]
+
+
+@pytest.mark.parametrize("sfen", [DECLARATION, DECLARATION_HAND])
+def test_declares_a_win_when_the_27_point_rule_holds(fresh, sfen):
+    assert cshogi.Board(sfen).is_nyugyoku()
+    fresh.send(f"position sfen {sfen}")
+    move, _ = fresh.go("go byoyomi 1000")
+    assert move == "win"
+
+
+def test_does_not_declare_short_of_points(fresh):
+    assert not cshogi.Board(NO_DECLARATION).is_nyugyoku()
+    fresh.send(f"position sfen {NO_DECLARATION}")
+    move, _ = fresh.go(f"go nodes {SIMULATIONS}")
+    assert_legal(f"sfen {NO_DECLARATION}", move)
+
+
+def test_bad_commands_get_info_strings_and_the_engine_goes_on(fresh):
+    def said_after(command: str) -> list[str]:
+        fresh.send(command)
+        return fresh.until("info string", 30)
+
+    assert said_after("frobnicate now") == ["info string unknown command: frobnicate now"]
+    assert said_after("setoption name Simulations value many")[-1] == (
+        "info string error: setoption: option Simulations: 'many' is not a number"
+    )
+    assert said_after("setoption name Hash value 16") == ["info string unknown option: Hash"]
+    assert said_after("position sfen garbage")[-1].startswith("info string error: SFEN needs 3 or 4 fields")
+    move, lines = fresh.go("go byoyomi 1000")
+    assert move == "resign" and lines[-1].startswith("info string error: no valid position (SFEN needs")
+    line = said_after("position startpos moves 7g7f 7g7f")[-1]
+    assert line.startswith("info string error: position: move 2: illegal move in ") and "'7g7f'" in line
+    assert said_after("position startpos moves 7g7f 3c3d 9z9y")[-1].endswith("malformed USI move: '9z9y'")
+    assert said_after("position sfen 4k4/9/9/9/9/9/9/9/4K4 b - 1 moves 5i5j")[-1].endswith("'5i5j'")
+    assert said_after("position start")[-1].startswith("info string error: position must be 'startpos' or 'sfen")
+    assert said_after("position")[-1] == "info string error: position needs 'startpos' or 'sfen ...'"
+    fresh.send("position startpos moves 7g7f")
+    fresh.send("go nodes many")
+    lines = fresh.until("bestmove", MOVE_TIMEOUT)
+    assert lines[0] == "info string error: go nodes: 'many' is not a number; searching with the defaults"
+    assert_legal("startpos moves 7g7f", lines[-1].split()[1])
+    assert fresh.isready(30) == ["readyok"]
+
+
+def test_positions_extend_and_diverge(fresh):
+    """A position extending the last one plays only the new moves; another one starts over."""
+    moves = "7g7f 3c3d 8h2b+ 3a2b B*4e 8c8d"
+    for k in (2, 4, 6, 3):
+        position = "startpos moves " + " ".join(moves.split()[:k])
+        fresh.send(f"position {position}")
+        move, _ = fresh.go(f"go nodes {SIMULATIONS}")
+        assert_legal(position, move)
+    sfen_position = f"sfen {cshogi_board('startpos moves 7g7f 3c3d').sfen()} moves 8h2b+"
+    fresh.send(f"position {sfen_position}")
+    move, _ = fresh.go(f"go nodes {SIMULATIONS}")
+    assert_legal(sfen_position, move)
+
+
+def test_checkpoint_step_option_reloads(fresh, workdir):
+    steps = checkpoint_steps(workdir)
+    fresh.send("setoption name CheckpointStep value 99")
+    ready = fresh.isready(LOAD_TIMEOUT)
+    assert ready[-1] == "readyok"
+    assert any(line.startswith("info string error: ") and "no step 99" in line for line in ready), ready
+    fresh.send("position startpos")
+    move, lines = fresh.go("go byoyomi 1000")
+    assert move == "resign" and lines[-1].startswith("info string error: no model: ")
+    fresh.send(f"setoption name CheckpointStep value {steps[0]}")
+    ready = fresh.isready(LOAD_TIMEOUT)
+    assert any(f"@{steps[0]} (base)" in line for line in ready), ready
+    move, _ = fresh.go(f"go nodes {SIMULATIONS}")
+    assert_legal("startpos", move)
+    fresh.send("setoption name CheckpointStep value latest")
+    ready = fresh.isready(LOAD_TIMEOUT)
+    assert any(f"@{steps[-1]} (base)" in line for line in ready), ready
+
+
+def test_cshogi_client_plays_a_legal_game(fresh):
+    """cshogi's USI client against a random mover (every third ply), 60 plies or to the end."""
+    client = fresh.cshogi_engine()
+    client.isready()
+    client.usinewgame()
+    board, moves, rng = cshogi.Board(), [], random.Random(0)
+    listener = cshogi.usi.InfoListener()
+    clocks = [dict(nodes=SIMULATIONS), dict(btime=30000, wtime=30000, byoyomi=200)]
+    engine_moves = 0
+    for ply in range(60):
+        if ply % 3 == 2:
+            legal = list(board.legal_moves)
+            if not legal:
+                break
+            move = cshogi.move_to_usi(rng.choice(legal))
+        else:
+            client.position(moves)
+            move, _ = client.go(**clocks[ply % 2], listener=listener.listen())
+            engine_moves += 1
+            if move == "resign":
+                assert board.is_game_over(), board.sfen()
+                break
+            if move == "win":
+                assert board.is_nyugyoku(), board.sfen()
+                break
+            parsed = board.move_from_usi(move)
+            assert parsed and board.is_legal(parsed), f"{move} is illegal in {board.sfen()}"
+            assert listener.pv[0] == move and isinstance(listener.score, int)
+        board.push_usi(move)
+        moves.append(move)
+    client.gameover("draw")
+    assert engine_moves >= 10
+    assert fresh.isready(30) == ["readyok"]
+
+
+# Slow: compiles more search sizes ---------------------------------------------------
+
+
+@pytest.mark.slow
+def test_go_nodes_compiles_another_size_and_its_pv_is_legal(fresh):
+    position = "startpos moves 7g7f 3c3d"
+    fresh.send(f"position {position}")
+    move, lines = fresh.go("go nodes 32", LOAD_TIMEOUT)
+    words = info_lines(lines)[0].split()
+    assert words[words.index("nodes") + 1] == "32"
+    pv = words[words.index("pv") + 1:]
+    assert pv[0] == move and len(pv) >= 2 and words[words.index("depth") + 1] == str(len(pv))
+    board = cshogi_board(f"{position}")
+    for m in pv:
+        parsed = board.move_from_usi(m)
+        assert parsed and board.is_legal(parsed), f"pv {pv}: {m} is illegal in {board.sfen()}"
+        board.push(parsed)
+
+
+@pytest.mark.slow
+def test_clock_compiles_a_fitting_size_aside(fresh):
+    """With Simulations 8 not compiled, a clock plays a compiled size and compiles 8 aside."""
+    fresh.send("setoption name Simulations value 8")
+    fresh.send("position startpos moves 7g7f")
+    move, lines = fresh.go("go btime 0 wtime 0 byoyomi 3000", 10)
+    assert_legal("startpos moves 7g7f", move)
+    assert " nodes 8 " not in info_lines(lines)[0]
+    deadline = time.monotonic() + LOAD_TIMEOUT
+    while time.monotonic() < deadline:
+        move, lines = fresh.go("go btime 0 wtime 0 byoyomi 3000", 10)
+        if " nodes 8 " in info_lines(lines)[0]:
+            break
+        time.sleep(2)
+    else:
+        raise AssertionError("the 8-simulation search was never compiled")
+    fresh.send(f"setoption name Simulations value {SIMULATIONS}")
+    assert fresh.isready(30) == ["readyok"]
+
+
+def test_quit_exits_with_status_0(fresh):
+    """Last: ends the shared engine."""
+    fresh.send("quit")
+    assert fresh.proc.wait(30) == 0
