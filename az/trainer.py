@@ -166,7 +166,7 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
             zeros = jnp.zeros((steps,), jnp.float32)
             return operand, (zeros, learner_lib.LossInfo(zeros, zeros, zeros, zeros))
 
-        can_learn = (known >= config.replay.min_positions) & (steps > 0)
+        can_learn = (known >= max(config.replay.min_positions, 1)) & (steps > 0)  # never sample blanks
         (params, opt_state), (loss, info) = jax.lax.cond(can_learn, learn, skip, (state.params, state.opt_state))
         new_state = TrainState(
             params=params,

@@ -1,0 +1,217 @@
+"""Every preset of every config file is a contract: it validates, and its whole training
+iteration traces to the right shapes without compiling (``jax.eval_shape`` allocates
+nothing, so the paper-scale presets are checked on a CPU too). Bad values fail early
+with one line naming the field, in the library and on the command line.
+"""
+
+import importlib
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import jax
+import pytest
+
+from az import config as config_lib
+from az import trainer as trainer_lib
+from configs import default
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CONFIGS = ("base", "exploration_puct", "exploration_sh", "randomstart2", "shogi816k", "shogi816k_randomstart2")
+PRESETS = default.PRESETS  # paper, smoke, cpu
+
+# What each variant changes relative to base (besides its name), as the paper says.
+VARIANTS = {
+    "base": {},
+    "exploration_puct": {"search.algorithm": "puct", "selfplay.sample_visits_plies": 30},
+    "exploration_sh": {"selfplay.sample_visits_plies": 30},
+    "randomstart2": {"env.start": "random_start(2)"},
+    "shogi816k": {"env.start": "shogi816k"},
+    "shogi816k_randomstart2": {"env.start": "shogi816k@0.6 > random_start(2)"},
+}
+
+
+def get_config(name: str, preset: str | None = None):
+    return importlib.import_module(f"configs.{name}").get_config(preset)
+
+
+def flat(config) -> dict:
+    def walk(d, prefix=""):
+        for k, v in d.items():
+            if isinstance(v, dict):
+                yield from walk(v, f"{prefix}{k}.")
+            else:
+                yield f"{prefix}{k}", v
+
+    return dict(walk(json.loads(config.to_json())))
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    return trainer_lib.make_mesh()
+
+
+# Contracts of the config files -----------------------------------------------------
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("name", CONFIGS)
+def test_config__preset_validates(name, preset):
+    config = get_config(name, preset)
+    config_lib.validate(config, num_devices=1)
+    assert config.name == name
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("name", CONFIGS)
+def test_config__variant_differs_from_base_only_as_the_paper_says(name, preset):
+    base, variant = flat(get_config("base", preset)), flat(get_config(name, preset))
+    diffs = {k: variant[k] for k in base if variant[k] != base[k] and k != "name"}
+    assert diffs == VARIANTS[name]
+    assert set(base) == set(variant)
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_config__paper_scale_search(name):
+    c = get_config(name)  # no preset: paper scale
+    assert c.search.num_simulations == 64
+    assert c.search.max_num_considered_actions == 16
+    expected_algorithm = "puct" if name == "exploration_puct" else "gumbel"
+    assert c.search.algorithm == expected_algorithm
+    assert c.selfplay.sample_visits_plies == (30 if name.startswith("exploration") else 0)
+    assert flat(c) == flat(get_config(name, "paper"))
+
+
+def test_config__unknown_preset_is_refused():
+    with pytest.raises(ValueError, match="unknown preset 'huge'"):
+        get_config("base", "huge")
+
+
+# The whole iteration traces, without compiling -------------------------------------
+
+
+def _trace(name, preset, mesh):
+    config = get_config(name, preset)
+    trainer = trainer_lib.make_trainer(config, mesh)
+    state, metrics = jax.eval_shape(trainer.iteration, trainer.abstract_state)
+    assert trainer.iteration._cache_size() == 0, "eval_shape must not compile"
+    assert trainer.init._cache_size() == 0
+    return config, trainer, state, metrics
+
+
+def _trace_cases():
+    """Tracing takes 4-10 s a case on a 2-core CPU. The normal suite traces every
+    paper preset (nothing else can check those on a CPU) and the cpu preset that
+    ``make train`` runs; the smoke presets are compiled and run by
+    tests/test_trainer.py. The rest are slow tests."""
+    for name in CONFIGS:
+        for preset in PRESETS:
+            fast = preset == "paper" or (name, preset) == ("shogi816k", "cpu")
+            yield pytest.param(name, preset, marks=() if fast else pytest.mark.slow, id=f"{name}-{preset}")
+
+
+@pytest.mark.parametrize("name, preset", list(_trace_cases()))
+def test_trainer__iteration_traces_without_compiling(name, preset, mesh):
+    config, trainer, state, metrics = _trace(name, preset, mesh)
+    # The state comes back with the shapes, dtypes (and structure) it went in with.
+    same = jax.tree.map(lambda a, b: (a.shape, a.dtype) == (b.shape, b.dtype), state, trainer.abstract_state)
+    assert all(jax.tree.leaves(same))
+    b, t = config.selfplay.num_games, config.selfplay.plies_per_iteration
+    rows = config.replay.capacity // b
+    assert state.replay.plies.board.shape == (rows, b, 81)
+    assert state.replay.plies.policy.shape == (rows, b, 2187)
+    assert state.games.x.board.shape == (b, 81)
+    assert metrics["selfplay/squares"].shape == (2, 2, 81)
+    assert metrics["selfplay/end_reasons"].shape == (6,)
+    assert metrics["selfplay/by_scheme"].shape == (len(trainer.scheme_names), 3)
+    assert metrics["loss"].shape == ()
+    assert rows % t == 0
+
+
+# Bad values: one line naming the field ---------------------------------------------
+
+
+def _bad(field: str, value, preset="smoke"):
+    config = get_config("base", preset)
+    node = config
+    *parents, leaf = field.split(".")
+    for part in parents:
+        node = node[part]
+    node[leaf] = value
+    return config
+
+
+@pytest.mark.parametrize(
+    "field, value, num_devices",
+    [
+        ("search.num_simulations", 0, 1),
+        ("search.max_num_considered_actions", 0, 1),
+        ("search.algorithm", "minimax", 1),
+        ("selfplay.num_games", 10, 4),  # not divisible by 4 devices
+        ("env.start", "shogi960", 1),  # unknown start scheme
+        ("env.start", "random_start(2) +", 1),  # malformed spec
+        ("replay.capacity", 8 * 8 - 8, 1),  # smaller than one iteration (8 games x 8 plies)
+        ("replay.capacity", 8 * 8 * 3 + 1, 1),  # not a multiple of one iteration
+        ("learner.batch_size", 30, 4),
+        ("replay.truncated_value", "last", 1),
+    ],
+)
+def test_validate__bad_value_gives_one_line_naming_the_field(field, value, num_devices):
+    with pytest.raises(config_lib.ConfigError) as e:
+        config_lib.validate(_bad(field, value), num_devices=num_devices)
+    message = str(e.value)
+    assert message.startswith(f"config.{field} = {value!r}:"), message
+    assert "\n" not in message
+
+
+def test_validate__capacity_message_says_what_one_iteration_is():
+    with pytest.raises(config_lib.ConfigError, match=r"smaller than one iteration \(8 games x 8 plies = 64\)"):
+        config_lib.validate(_bad("replay.capacity", 32), num_devices=1)
+
+
+def test_validate__num_games_divisible_by_the_devices_is_fine():
+    config = _bad("selfplay.num_games", 16)
+    config.replay.capacity = 16 * 8 * 4
+    config_lib.validate(config, num_devices=4)
+
+
+def test_make_trainer__validates_before_building(mesh):
+    with pytest.raises(config_lib.ConfigError, match=r"^config\.search\.num_simulations"):
+        trainer_lib.make_trainer(_bad("search.num_simulations", -1), mesh)
+
+
+# train.py on the command line -------------------------------------------------------
+
+
+def run_train(*args, workdir):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *args, f"--workdir={workdir}", "--max_iterations=1"],
+        cwd=workdir.parent,  # not the repo: the config is found through configs/
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize(
+    "args, culprit",
+    [
+        (["--config", "base.py:smoke", "--config.search.foo=1"], "--config.search.foo: no such config field"),
+        (["--config", "base.py:smoke", "--config.search.num_simulations=0"], "config.search.num_simulations = 0"),
+        (["--config", "nonexistent.py:smoke"], "no config file 'nonexistent.py'"),
+        (["--config=base.py:smoke", "--config.search.num_simulations=abc"], "--config.search.num_simulations=abc"),
+    ],
+    ids=["unknown_field", "bad_value", "missing_file", "unparsable_value"],
+)
+def test_train_cli__bad_config_is_one_error_line(tmp_path, args, culprit):
+    result = run_train(*args, workdir=tmp_path / "run")
+    assert result.returncode != 0
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error:"), lines[0]
+    assert culprit in lines[0], lines[0]
+    assert not (tmp_path / "run" / "checkpoints").exists()

@@ -1,0 +1,287 @@
+"""Deferred value targets of ``az.replay`` on hand-made trajectories.
+
+A tiny buffer: R = 8 rows (plies) x B = 3 columns (game slots), written T = 4 rows
+per ``add``. Each position is tagged in its board (square 0: the row it was played
+at in the trajectory, square 1: its column, square 2: which ``add`` wrote it), so a
+sampled position can be traced back to where it came from.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from az import replay
+
+R, B, T = 8, 3, 4
+
+
+def make_plies(
+    color,
+    starts=None,
+    ends=None,
+    outcome_black=None,
+    truncated=None,
+    search_value=None,
+    write=0,
+) -> replay.Plies:
+    """T x B plies from [T, B] arrays (rows are plies, columns are games)."""
+    color = np.asarray(color, np.int8)
+    shape = color.shape
+
+    def arr(x, dtype, fill=0):
+        return np.full(shape, fill, dtype) if x is None else np.asarray(x, dtype).reshape(shape)
+
+    board = np.full((*shape, 81), -1, np.int8)
+    board[..., 0] = np.arange(shape[0])[:, None]
+    board[..., 1] = np.arange(shape[1])[None, :]
+    board[..., 2] = write
+    return replay.Plies(
+        board=jnp.asarray(board),
+        hand=jnp.zeros((*shape, 2, 7), jnp.int8),
+        color=jnp.asarray(color),
+        policy=jnp.zeros((*shape, replay.NUM_ACTIONS), jnp.bfloat16),
+        search_value=jnp.asarray(arr(search_value, np.float32)),
+        starts_game=jnp.asarray(arr(starts, np.bool_)),
+        ends_game=jnp.asarray(arr(ends, np.bool_)),
+        truncated=jnp.asarray(arr(truncated, np.bool_)),
+        outcome_black=jnp.asarray(arr(outcome_black, np.float32)),
+    )
+
+
+def label(buffer, w=0.0, truncated_value="zero"):
+    out = replay.label(buffer, search_value_weight=w, truncated_value=truncated_value)
+    return np.asarray(out.value_known), np.asarray(out.value_target), out
+
+
+def column(*values):
+    """A [T, 1] array from T values, to build columns one by one."""
+    return np.asarray(values).reshape(-1, 1)
+
+
+# Colours of a game that starts with black to move, for T rows.
+ALTERNATING = np.asarray([0, 1, 0, 1])
+BLACK_SIGN = np.where(ALTERNATING == 0, 1.0, -1.0)  # +1 where black moved
+
+
+def test_label__decided_and_drawn_games_give_the_result_from_each_movers_view():
+    # Column 0: black mates with its move at row 2 (colour 0); column 1: white mates
+    # at row 3; column 2: a repetition draw at row 3. All three start at row 0.
+    color = np.stack([ALTERNATING] * 3, axis=1)
+    starts = np.zeros((T, B), bool)
+    starts[0] = True
+    starts[3, 0] = True  # the next game of column 0
+    ends = np.zeros((T, B), bool)
+    ends[2, 0] = ends[3, 1] = ends[3, 2] = True
+    outcome = np.zeros((T, B), np.float32)
+    outcome[2, 0], outcome[3, 1] = 1.0, -1.0
+    buffer = replay.add(replay.init(R, B), make_plies(color, starts, ends, outcome))
+    known, target, _ = label(buffer)
+
+    # Black win: black's positions +1, white's -1; the next game (row 3) is running.
+    np.testing.assert_array_equal(known[:T, 0], [True, True, True, False])
+    np.testing.assert_array_equal(target[:3, 0], [1.0, -1.0, 1.0])
+    # White win: black's positions -1, white's +1.
+    assert known[:T, 1].all()
+    np.testing.assert_array_equal(target[:T, 1], -BLACK_SIGN)
+    # Draw: known, target 0.
+    assert known[:T, 2].all()
+    np.testing.assert_array_equal(target[:T, 2], 0.0)
+    # Rows never written have no target.
+    assert not known[T:].any()
+
+
+def test_label__sign_follows_the_mover_not_the_row_parity():
+    # A game starting with white to move (e.g. from a book position), won by black.
+    color = column(1, 0, 1, 0)
+    buffer = replay.add(
+        replay.init(R, 1),
+        make_plies(color, starts=column(1, 0, 0, 0), ends=column(0, 0, 0, 1), outcome_black=column(0, 0, 0, 1)),
+    )
+    known, target, _ = label(buffer)
+    assert known[:T, 0].all()
+    np.testing.assert_array_equal(target[:T, 0], [-1.0, 1.0, -1.0, 1.0])
+
+
+@pytest.mark.parametrize("truncated_value", ["zero", "search"])
+def test_label__truncated_game_gets_zero_or_the_search_value(truncated_value):
+    q = column(0.25, -0.5, 0.75, -0.125)
+    plies = make_plies(
+        column(*ALTERNATING),
+        starts=column(1, 0, 0, 0),
+        ends=column(0, 0, 0, 1),
+        truncated=column(0, 0, 0, 1),
+        outcome_black=column(0, 0, 0, 0),
+        search_value=q,
+    )
+    known, target, _ = label(replay.add(replay.init(R, 1), plies), truncated_value=truncated_value)
+    assert known[:T, 0].all()
+    expected = np.zeros(T) if truncated_value == "zero" else q[:, 0]
+    np.testing.assert_allclose(target[:T, 0], expected)
+
+
+def test_label__decided_game_ignores_truncated_value_search():
+    # Only truncated games take the search value; a mate keeps its result.
+    q = column(0.25, -0.5, 0.75, -0.125)
+    plies = make_plies(
+        column(*ALTERNATING),
+        starts=column(1, 0, 0, 0),
+        ends=column(0, 0, 0, 1),
+        outcome_black=column(0, 0, 0, -1),
+        search_value=q,
+    )
+    _, target, _ = label(replay.add(replay.init(R, 1), plies), truncated_value="search")
+    np.testing.assert_allclose(target[:T, 0], -BLACK_SIGN)
+
+
+def test_label__game_ending_mid_scan_then_a_new_game_in_the_same_column():
+    # Rows 0-1: game A, white mates with its move at row 1. Rows 2-3: game B starts
+    # at row 2 and is still running.
+    plies = make_plies(
+        column(0, 1, 0, 1),
+        starts=column(1, 0, 1, 0),
+        ends=column(0, 1, 0, 0),
+        outcome_black=column(0, -1, 0, 0),
+    )
+    buffer = replay.add(replay.init(R, 1), plies)
+    known, target, _ = label(buffer)
+    np.testing.assert_array_equal(known[:T, 0], [True, True, False, False])
+    np.testing.assert_array_equal(target[:T, 0], [-1.0, 1.0, 0.0, 0.0])
+
+    # Game B ends in the next add (black mates at row 4): now B's rows get B's
+    # result, A's keep theirs, and game C starting at row 5 stays unknown.
+    more = make_plies(
+        column(0, 0, 1, 0),
+        starts=column(0, 1, 0, 0),
+        ends=column(1, 0, 0, 0),
+        outcome_black=column(1, 0, 0, 0),
+        write=1,
+    )
+    known, target, _ = label(replay.add(buffer, more))
+    np.testing.assert_array_equal(known[:, 0], [True] * 5 + [False] * 3)
+    np.testing.assert_array_equal(target[:, 0], [-1.0, 1.0, 1.0, -1.0, 1.0, 0.0, 0.0, 0.0])
+
+
+def test_label__game_spanning_two_adds_is_labelled_when_it_ends():
+    first = make_plies(column(*ALTERNATING), starts=column(1, 0, 0, 0))
+    buffer = replay.add(replay.init(R, 1), first)
+    known, _, _ = label(buffer)
+    assert not known.any(), "a running game has no target yet"
+
+    second = make_plies(column(*ALTERNATING), ends=column(0, 1, 0, 0), outcome_black=column(0, -1, 0, 0), write=1)
+    buffer = replay.add(buffer, second)
+    assert int(buffer.next_row) == 0  # 8 rows written into 8: the ring is full
+    known, target, _ = label(buffer)
+    np.testing.assert_array_equal(known[:, 0], [True] * 6 + [False] * 2)
+    # White won: black's positions (rows 0, 2, 4) -1, white's (rows 1, 3, 5) +1.
+    np.testing.assert_array_equal(target[:6, 0], [-1.0, 1.0, -1.0, 1.0, -1.0, 1.0])
+
+
+def test_label__search_value_weight_mixes_outcome_and_search_value():
+    w = 1.0 / 3.0
+    q = np.asarray([[0.6, 0.3], [-0.3, 0.9], [0.0, -0.6], [0.9, 0.0]], np.float32)
+    color = np.stack([ALTERNATING, ALTERNATING], axis=1)
+    plies = make_plies(
+        color,
+        starts=[[1, 1], [0, 0], [0, 0], [0, 0]],
+        # Column 0: black wins (white's move at row 3 completes a perpetual check);
+        # column 1: truncated at row 3.
+        ends=[[0, 0], [0, 0], [0, 0], [1, 1]],
+        truncated=[[0, 0], [0, 0], [0, 0], [0, 1]],
+        outcome_black=[[0, 0], [0, 0], [0, 0], [1, 0]],
+        search_value=q,
+    )
+    buffer = replay.add(replay.init(R, 2), plies)
+    for truncated_value in ("zero", "search"):
+        known, target, _ = label(buffer, w=w, truncated_value=truncated_value)
+        assert known[:T].all()
+        np.testing.assert_allclose(target[:T, 0], (1 - w) * BLACK_SIGN + w * q[:, 0], rtol=1e-6)
+        z_truncated = np.zeros(T) if truncated_value == "zero" else q[:, 1]
+        np.testing.assert_allclose(target[:T, 1], (1 - w) * z_truncated + w * q[:, 1], rtol=1e-6, atol=1e-7)
+
+
+def test_label__ring_wraps_around_and_keeps_games_apart():
+    # Three adds of 4 rows into 8 rows: the third overwrites rows 0-3.
+    #   column 0: game G runs from write 0 through write 1 and ends at row 0 of
+    #             write 2 (black mates); game H starts at row 1 of write 2 (running).
+    #   column 1: game K ends at row 1 of write 1 (white wins); game L starts at
+    #             row 2 of write 1 and is still running at the end of write 2.
+    color = np.stack([ALTERNATING, ALTERNATING], axis=1)
+    writes = [
+        make_plies(color, starts=[[1, 1], [0, 0], [0, 0], [0, 0]], write=0),
+        make_plies(
+            color,
+            starts=[[0, 0], [0, 0], [0, 1], [0, 0]],
+            ends=[[0, 0], [0, 1], [0, 0], [0, 0]],
+            outcome_black=[[0, 0], [0, -1], [0, 0], [0, 0]],
+            write=1,
+        ),
+        make_plies(
+            color,
+            starts=[[0, 0], [1, 0], [0, 0], [0, 0]],
+            ends=[[1, 0], [0, 0], [0, 0], [0, 0]],
+            outcome_black=[[1, 0], [0, 0], [0, 0], [0, 0]],
+            write=2,
+        ),
+    ]
+    buffer = replay.init(R, 2)
+    next_rows = []
+    for plies in writes:
+        buffer = replay.add(buffer, plies)
+        next_rows.append(int(buffer.next_row))
+    assert next_rows == [4, 0, 4]
+    board = np.asarray(buffer.plies.board)
+    np.testing.assert_array_equal(board[:, 0, 2], [2, 2, 2, 2, 1, 1, 1, 1])  # rows 0-3 overwritten
+    assert np.asarray(buffer.filled).all()
+
+    known, target, _ = label(buffer)
+    sign = np.tile(BLACK_SIGN, 2)  # buffer rows 0..7 alternate black, white
+    # Column 0: rows 4-7 (write 1) and 0 (write 2) are G's, black won; rows 1-3 are H's.
+    np.testing.assert_array_equal(known[:, 0], [True, False, False, False, True, True, True, True])
+    np.testing.assert_array_equal(target[[0, 4, 5, 6, 7], 0], sign[[0, 4, 5, 6, 7]])
+    # Column 1: rows 4-5 are K's (white won); rows 6-7 and 0-3 are L's, still running:
+    # the scan must not carry K's result across the ring's seam.
+    np.testing.assert_array_equal(known[:, 1], [False, False, False, False, True, True, False, False])
+    np.testing.assert_array_equal(target[4:6, 1], -sign[4:6])
+    np.testing.assert_array_equal(target[~known], 0.0)
+
+
+def test_sample__draws_only_positions_with_a_value_target():
+    # Column 0: decided game in rows 0-1 (white mates), running game after; column 1:
+    # running game; column 2: a draw in rows 0-3.
+    plies = make_plies(
+        np.stack([ALTERNATING] * 3, axis=1),
+        starts=[[1, 1, 1], [0, 0, 0], [1, 0, 0], [0, 0, 0]],
+        ends=[[0, 0, 0], [1, 0, 0], [0, 0, 0], [0, 0, 1]],
+        outcome_black=[[0, 0, 0], [-1, 0, 0], [0, 0, 0], [0, 0, 0]],
+        search_value=np.full((T, B), 0.5),
+    )
+    known, target, buffer = label(replay.add(replay.init(R, B), plies))
+    expected_known = {(0, 0), (1, 0), (0, 2), (1, 2), (2, 2), (3, 2)}
+    assert {tuple(rc) for rc in np.argwhere(known)} == expected_known
+
+    batch = jax.jit(replay.sample, static_argnums=2)(buffer, jax.random.key(0), 512)
+    assert batch.board.shape == (512, 81) and batch.hand.shape == (512, 2, 7)
+    assert batch.policy.shape == (512, replay.NUM_ACTIONS) and batch.policy.dtype == jnp.float32
+    board, value = np.asarray(batch.board), np.asarray(batch.value)
+    drawn = {(int(b[0]), int(b[1])) for b in board}
+    assert drawn <= expected_known, f"drew positions without a target: {drawn - expected_known}"
+    assert drawn == expected_known, "uniform over 6 known positions: 512 draws should hit all"
+    for b, v in zip(board, value):
+        assert v == target[b[0], b[1]]
+    assert set(value.tolist()) == {1.0, -1.0, 0.0}
+
+
+def test_label__a_games_result_stops_at_its_first_position():
+    # Rows 0-1 hold plies with no recorded end (a game abandoned, e.g. the first rows
+    # of a buffer restored mid-game); the game starting at row 2 ends at row 3. Its
+    # result must not leak backwards past its own first position.
+    plies = make_plies(
+        column(0, 1, 0, 1),
+        starts=column(0, 0, 1, 0),
+        ends=column(0, 0, 0, 1),
+        outcome_black=column(0, 0, 0, -1),
+    )
+    known, target, _ = label(replay.add(replay.init(R, 1), plies))
+    np.testing.assert_array_equal(known[:T, 0], [False, False, True, True])
+    np.testing.assert_array_equal(target[:T, 0], [0.0, 0.0, -1.0, 1.0])

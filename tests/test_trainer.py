@@ -1,0 +1,213 @@
+"""The training loop end to end on the ``smoke`` presets (tiny, CPU-sized).
+
+Each config compiles its iteration once (~15-25 s on a 2-core CPU, more under
+load), so runs are shared through the module-scoped ``smoke_runs`` fixture, which
+also keeps the run's ``Trainer``: tests that need more iterations continue the
+run with its compiled ``iteration`` instead of compiling again.
+"""
+
+import importlib
+import json
+import math
+import os
+import shutil
+
+import jax
+import numpy as np
+import pytest
+
+from az import checkpoint as checkpoint_lib
+from az import loop
+from az import trainer as trainer_lib
+from envs import env
+
+CONFIGS = ("base", "exploration_puct", "exploration_sh", "randomstart2", "shogi816k", "shogi816k_randomstart2")
+FAST = ("base", "shogi816k_randomstart2")  # in the normal suite; the others are slow
+
+
+def smoke_config(name: str):
+    return importlib.import_module(f"configs.{name}").get_config("smoke")
+
+
+def read_jsonl(workdir) -> list[dict]:
+    with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def checkpoint_steps(workdir) -> list[int]:
+    directory = os.path.join(workdir, "checkpoints")
+    return sorted(int(d) for d in os.listdir(directory) if d.isdigit())
+
+
+def assert_finite(metrics: dict):
+    for key, value in metrics.items():
+        if isinstance(value, float):
+            assert math.isfinite(value), f"{key} = {value}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _restore_compilation_cache():
+    """``loop.train`` points JAX's process-wide persistent cache into its workdir;
+    give the rest of the test session its previous settings back."""
+    names = (
+        "jax_compilation_cache_dir",
+        "jax_persistent_cache_min_compile_time_secs",
+        "jax_persistent_cache_min_entry_size_bytes",
+    )
+    saved = {name: getattr(jax.config, name) for name in names}
+    yield
+    for name, value in saved.items():
+        jax.config.update(name, value)
+    try:
+        from jax._src import compilation_cache
+
+        compilation_cache.reset_cache()
+    except (ImportError, AttributeError):  # private API; only hygiene
+        pass
+
+
+class Run:
+    def __init__(self, workdir, metrics, trainer):
+        self.workdir, self.metrics, self.trainer = str(workdir), metrics, trainer
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(tmp_path_factory):
+    """``get(name)``: a finished 2-iteration smoke run of that config (run once)."""
+    runs = {}
+
+    def get(name: str) -> Run:
+        if name not in runs:
+            made = []
+            real = trainer_lib.make_trainer
+
+            def capture(config, mesh):
+                made.append(real(config, mesh))
+                return made[-1]
+
+            workdir = tmp_path_factory.mktemp(f"smoke_{name}")
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(trainer_lib, "make_trainer", capture)
+                metrics = loop.train(smoke_config(name), str(workdir), max_iterations=2)
+            assert len(made) == 1
+            runs[name] = Run(workdir, metrics, made[0])
+        return runs[name]
+
+    return get
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=() if n in FAST else pytest.mark.slow) for n in CONFIGS]
+)
+def test_train__smoke_preset_trains_two_iterations(smoke_runs, name):
+    config = smoke_config(name)
+    run = smoke_runs(name)
+    m = run.metrics
+    assert_finite(m)
+    batch, plies = config.selfplay.num_games, config.selfplay.plies_per_iteration
+    assert m["positions"] == 2 * batch * plies
+    assert m["games_finished"] >= 0 and m["learner_steps"] in (0, 2, 4)
+    # The untrained network (0) and the smoke preset's every-2-iterations save.
+    assert checkpoint_steps(run.workdir) == [0, 2]
+    lines = read_jsonl(run.workdir)
+    assert [line["iteration"] for line in lines] == [1, 2]
+    assert [line["positions"] for line in lines] == [batch * plies, 2 * batch * plies]
+    for line in lines:
+        assert_finite(line)
+    with open(os.path.join(run.workdir, "config.json"), encoding="utf-8") as f:
+        assert json.load(f)["name"] == name
+    # Every scheme of the start spec has its outcome counters.
+    for scheme in run.trainer.scheme_names:
+        assert f"selfplay/scheme/{scheme}/draw" in m
+
+
+@pytest.fixture(scope="module")
+def base_continued(smoke_runs):
+    """The base smoke run restored from its checkpoint and continued to iteration 6
+    (48 plies = the smoke max_length) with its compiled ``iteration``: every game
+    passes ply 30 (iteration 4) and ends by iteration 6. Returns the host metrics of
+    iterations 3..6 and the final state."""
+    run = smoke_runs("base")
+    trainer = run.trainer
+    checkpointer = checkpoint_lib.Checkpointer(run.workdir, keep=3)
+    try:
+        state = checkpointer.restore(trainer.config, trainer.abstract_state)
+    finally:
+        checkpointer.close()
+    assert int(state.iteration) == 2
+    lines = []
+    for _ in range(4):
+        state, metrics = trainer.iteration(state)
+        lines.append(trainer_lib.host_metrics(jax.device_get(metrics), trainer.scheme_names))
+    return lines, state
+
+
+def test_iteration__compiles_once_also_after_a_restore(smoke_runs, base_continued):
+    trainer = smoke_runs("base").trainer
+    _, state = base_continued
+    # loop.train ran iterations 1-2 from init(); the fixture ran 3-6 from a restored
+    # checkpoint: one compile of each function in all.
+    assert int(state.iteration) == 6
+    assert trainer.init._cache_size() == 1
+    assert trainer.iteration._cache_size() == 1, "the iteration was compiled more than once"
+
+
+def test_train__metrics_have_diversity_histograms_and_end_reasons(smoke_runs, base_continued):
+    config = smoke_config("base")
+    lines, state = base_continued
+    lines = read_jsonl(smoke_runs("base").workdir) + lines  # iterations 1-2 as loop.train logged them
+    assert int(state.positions) == 6 * config.selfplay.num_games * config.selfplay.plies_per_iteration
+    reasons = env.END_REASONS[1:]
+    for line in lines:
+        squares = np.asarray(line["diversity/squares"])
+        assert squares.shape == (2, 2, 81)
+        # One king per side on the board in every game that reached ply 30.
+        assert squares[0, 0].sum() == squares[1, 0].sum() == line["selfplay/reached_ply30"]
+        assert (squares[:, 1].sum(-1) <= 2 * line["selfplay/reached_ply30"]).all()
+        ends = [line[f"selfplay/end/{reason}"] for reason in reasons]
+        assert sum(ends) == line["selfplay/finished"]
+        wins = line["selfplay/black_wins"] + line["selfplay/white_wins"] + line["selfplay/draws"]
+        assert wins == line["selfplay/finished"]
+        for side in ("black", "white"):
+            for kind in ("king", "rook"):
+                assert line[f"diversity/{side}_{kind}_entropy_bits"] >= 0.0
+    reached = sum(line["selfplay/reached_ply30"] for line in lines)
+    finished = sum(line["selfplay/finished"] for line in lines)
+    assert reached > 0 and finished >= config.selfplay.num_games
+    assert sum(line["selfplay/end/max_length"] for line in lines) > 0
+    assert lines[-1]["games_finished"] == finished == int(state.games_finished)
+    # A spread of king squares has positive entropy; counts match the histogram.
+    at_30 = [line for line in lines if line["selfplay/reached_ply30"] > 0]
+    squares = np.asarray(at_30[0]["diversity/squares"])
+    p = squares[0, 0][squares[0, 0] > 0] / squares[0, 0].sum()
+    assert at_30[0]["diversity/black_king_entropy_bits"] == pytest.approx(float(-(p * np.log2(p)).sum()))
+    # Learning starts once games have ended; its loss is finite.
+    learned = [line for line in lines if line["learned"]]
+    assert learned, "no iteration learned"
+    assert lines[-1]["learner_steps"] == config.learner.steps_per_iteration * len(learned)
+    for line in learned:
+        assert math.isfinite(line["loss"]) and line["loss"] > 0
+
+
+def test_train__refuses_a_checkpoint_of_another_config(smoke_runs, tmp_path):
+    workdir = tmp_path / "other"
+    shutil.copytree(smoke_runs("base").workdir, workdir)
+    config = smoke_config("base")
+    config.search.num_simulations = 8
+    with pytest.raises(checkpoint_lib.CheckpointMismatch, match=r"search\.num_simulations: 4 -> 8"):
+        loop.train(config, str(workdir), max_iterations=3)
+    assert checkpoint_steps(workdir) == checkpoint_steps(smoke_runs("base").workdir)
+    assert len(read_jsonl(workdir)) == 2
+
+
+def test_train__non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
+    config = smoke_config("base")
+    config.env.max_length = 8  # every game ends in iteration 1, so it learns at once
+    config.learner.learning_rate = 1e30  # warm-up: step 0 at rate 0, step 1 at 5e29
+    config.checkpoint.every_iterations = 1
+    with pytest.raises(loop.NonFiniteLoss, match=r"at iteration 2;.*checkpoint \(iteration 1\)"):
+        loop.train(config, str(tmp_path), max_iterations=4)
+    assert checkpoint_steps(tmp_path) == [0, 1]  # no checkpoint of the diverged state
+    lines = read_jsonl(tmp_path)
+    assert [line["iteration"] for line in lines] == [1]
+    assert lines[0]["learned"] and math.isfinite(lines[0]["loss"])
