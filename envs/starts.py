@@ -232,8 +232,9 @@ def load_book(path: str) -> Position:
                 sfen = notation.STARTPOS_SFEN
             else:
                 sfen = head[5:] if head.startswith("sfen ") else head
-            notation.parse_sfen(sfen)  # validates before cshogi sees it
-            board = cshogi.Board(sfen)
+            # Validated and normalised before cshogi sees it: cshogi aborts on a malformed
+            # SFEN and misreads a valid one without move number (or with extra spaces).
+            board = cshogi.Board(notation._format_sfen(*notation.parse_sfen(sfen)))
             for move in moves.split():
                 m = board.move_from_usi(move) if re.fullmatch(r"[1-9][a-i][1-9][a-i]\+?|[PLNSGBR]\*[1-9][a-i]", move) else 0
                 if m == 0 or not board.is_legal(m):
