@@ -86,7 +86,7 @@ def _split_position(text: str) -> tuple[str, tuple]:
 def _check_moves(sfen: str, moves: tuple):
     import cshogi
 
-    board = cshogi.Board(notation._format_sfen(*notation.parse_sfen(sfen)))  # validated, normalised
+    board = cshogi.Board(notation.normalize_sfen(sfen))
     for move in moves:
         legal = re.fullmatch(r"[1-9][a-i][1-9][a-i]\+?|[PLNSGBR]\*[1-9][a-i]", move)
         m = board.move_from_usi(move) if legal else 0

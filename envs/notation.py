@@ -95,6 +95,11 @@ def parse_sfen(sfen: str) -> tuple[np.ndarray, np.ndarray, int, int]:
     return board, hands, color, move_number
 
 
+def normalize_sfen(sfen: str) -> str:
+    """A validated SFEN in cshogi's canonical form (move number included)."""
+    return cshogi.Board(_format_sfen(*parse_sfen(sfen))).sfen()
+
+
 def _check_position(sfen, board, hands, color):
     """Rejects positions no legal game reaches in a way the engine cannot handle."""
     counts = {letter: 0 for letter in _MAX_COUNT}
@@ -316,7 +321,7 @@ def _replay(start_sfen: str, moves: list[str]) -> tuple[cshogi.Board, list[int]]
 
 def to_usi_position(start_sfen: str, moves: list[str]) -> str:
     """A USI ``position`` command for a game (``startpos`` when it is the usual start)."""
-    sfen = cshogi.Board(_format_sfen(*parse_sfen(start_sfen))).sfen()
+    sfen = normalize_sfen(start_sfen)
     head = "startpos" if sfen == STARTPOS_SFEN else f"sfen {sfen}"
     return f"position {head}" + (" moves " + " ".join(moves) if moves else "")
 

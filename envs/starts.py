@@ -234,7 +234,7 @@ def load_book(path: str) -> Position:
                 sfen = head[5:] if head.startswith("sfen ") else head
             # Validated and normalised before cshogi sees it: cshogi aborts on a malformed
             # SFEN and misreads a valid one without move number (or with extra spaces).
-            board = cshogi.Board(notation._format_sfen(*notation.parse_sfen(sfen)))
+            board = cshogi.Board(notation.normalize_sfen(sfen))
             for move in moves.split():
                 m = board.move_from_usi(move) if re.fullmatch(r"[1-9][a-i][1-9][a-i]\+?|[PLNSGBR]\*[1-9][a-i]", move) else 0
                 if m == 0 or not board.is_legal(m):
