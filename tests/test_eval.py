@@ -76,16 +76,25 @@ def test_match__against_fairy_stockfish_writes_records_that_parse_back(tmp_path)
         assert game["plies"] == len(game["moves"]) - len(openings[0].moves)
 
 
-def _fake(mode, moves=3, timeout=None):
+@pytest.fixture(scope="module")
+def fake_engine(tmp_path_factory):
+    """The fake engine as an executable that runs under this interpreter (with cshogi)."""
+    path = tmp_path_factory.mktemp("engine") / "fake-engine"
+    path.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE} \"$@\"\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def _fake(engine, mode, moves=3, timeout=None):
     os.environ["FAKE_ENGINE_MODE"] = mode
     os.environ["FAKE_ENGINE_MOVES"] = str(moves)
-    return players.parse_player(f"usi:{FAKE}?nodes=1" + (f"&timeout={timeout}" if timeout else ""))
+    return players.parse_player(f"usi:{engine}?nodes=1" + (f"&timeout={timeout}" if timeout else ""))
 
 
 @pytest.mark.parametrize("mode, reason", [("exit", "exited"), ("hang", "did not answer"), ("illegal", "illegal move")])
-def test_match__survives_an_engine_that_fails_mid_game(tmp_path, monkeypatch, mode, reason):
+def test_match__survives_an_engine_that_fails_mid_game(tmp_path, monkeypatch, fake_engine, mode, reason):
     monkeypatch.setenv("FAKE_ENGINE_MODE", "ok")
-    engine = _fake(mode, moves=2, timeout=2)
+    engine = _fake(fake_engine, mode, moves=2, timeout=2)
     m = match.Match(players.parse_player("random"), engine, match.load_openings(None), str(tmp_path), games=2,
                     progress=False)
     summary = m.run()
