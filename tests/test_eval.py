@@ -155,3 +155,50 @@ def test_eval_cli__errors_are_one_line(tmp_path):
         assert result.returncode != 0
         assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
         assert needle in lines[0], lines[0]
+
+
+def test_report__board_grid_draws_files_9_to_1_and_ranks_a_to_i():
+    from az import report
+
+    counts = [0] * 81
+    counts[0] = 5  # square 1a: file 1, rank a -> top right
+    counts[8 * 9 + 8] = 7  # square 9i -> bottom left
+    grid = report.board_grid(counts)
+    assert grid[0, 8] == 5 and grid[8, 0] == 7 and grid.sum() == 12
+
+
+def test_report__plots_from_metrics_and_curves(tmp_path):
+    from az import report
+
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    with open(workdir / "metrics.jsonl", "w") as f:
+        for i in range(1, 7):
+            squares = [[[0] * 81 for _ in range(2)] for _ in range(2)]
+            squares[0][0][76] = i  # black king on 5i
+            squares[1][1][1 * 9 + 1] = 2  # white rook on 2b
+            row = {"iteration": i, "games_finished": 10 * i, "diversity/squares": squares}
+            for side in ("black", "white"):
+                for kind in ("king", "rook"):
+                    row[f"diversity/{side}_{kind}_entropy_bits"] = 0.0
+            f.write(json.dumps(row) + "\n")
+    report.plot_heatmaps([str(workdir)], str(tmp_path / "heat.png"), points=2)
+    report.plot_elo_curve({"run": [(0, -200.0, -300.0, -100.0), (60, 50.0, -20.0, 120.0)]}, str(tmp_path / "curve.png"),
+                          reference="greedy")
+    for name in ("heat.png", "curve.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert report.entropy_bits([1, 1, 1, 1]) == pytest.approx(2.0)
+
+
+@pytest.mark.skipif(not os.path.exists(FAIRY), reason="fairy-stockfish not installed (apt-get install fairy-stockfish)")
+def test_report__balance_scores_black_by_engine(tmp_path):
+    from az import report
+
+    sfens = report.start_positions("random_start(2)", 0)
+    assert len(sfens) == 900 and len(set(sfens)) == 900
+    scores = report.engine_scores(sfens[:3] + ["lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1"],
+                                  f"usi:{FAIRY}?nodes=1000")
+    assert len(scores) == 4 and all(abs(s) < 1000 for s in scores)
+    table = report.plot_balance({"random_start(2)": scores[:3]}, str(tmp_path / "balance.png"), unit="cp")
+    assert table["random_start(2)"]["positions"] == 3
+    assert (tmp_path / "balance.png").exists()
