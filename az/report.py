@@ -1,6 +1,6 @@
 """The paper's figures as PNG files, from training workdirs and match results.
 
-    python -m az.report curve    --workdir runs/x [--workdir runs/y] --opponent SPEC [--games N] [--simulations n]
+    python -m az.report curve    --workdir runs/x [--workdir runs/y] --opponent SPEC [--opponent SPEC2] [--games N]
     python -m az.report heatmaps --workdir runs/x [--points 3]
     python -m az.report balance  --start "random_start(2)" --engine "usi:/usr/games/fairy-stockfish?nodes=100000" [--positions 200]
     python -m az.report balance  --start shogi816k --checkpoint runs/x
@@ -115,30 +115,36 @@ def plot_heatmaps(workdirs: list[str], path: str, *, points: int = 3) -> None:
     plt.close(fig)
 
 
-def plot_elo_curve(curves: dict, path: str, *, reference: str) -> None:
-    """``curves``: run name -> list of (games, elo, low, high)."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+def plot_elo_curve(curves: dict, path: str) -> None:
+    """``curves``: label -> list of (games, elo, low, high, score); Elo and score over training."""
+    fig, (ax_elo, ax_score) = plt.subplots(1, 2, figsize=(11, 4))
+    clip = 1500  # a 0% or 100% score has infinite Elo; drawn at the clip
     for name, points in curves.items():
         points = sorted(points)
         games = [p[0] for p in points]
-        elo = np.asarray([p[1] for p in points], np.float64)
-        low = np.asarray([p[2] for p in points], np.float64)
-        high = np.asarray([p[3] for p in points], np.float64)
-        clip = 1500
-        elo_c, low_c, high_c = (np.clip(a, -clip, clip) for a in (elo, low, high))
-        ax.errorbar(games, elo_c, yerr=[elo_c - low_c, high_c - elo_c], marker="o", capsize=3, label=name)
-    ax.axhline(0, color="gray", lw=1, ls="--")
-    ax.set_xlabel("training games")
-    ax.set_ylabel(f"Elo vs {reference}")
-    ax.legend(fontsize=8)
+        elo, low, high = (np.clip(np.asarray([p[i] for p in points], np.float64), -clip, clip) for i in (1, 2, 3))
+        ax_elo.errorbar(games, elo, yerr=[elo - low, high - elo], marker="o", capsize=3, label=name)
+        ax_score.plot(games, [p[4] for p in points], marker="o", label=name)
+    ax_elo.axhline(0, color="gray", lw=1, ls="--")
+    ax_elo.set_ylim(-clip - 100, clip + 100)
+    ax_elo.set_ylabel(f"Elo difference (95% interval, clipped at +-{clip})")
+    ax_score.axhline(0.5, color="gray", lw=1, ls="--")
+    ax_score.set_ylim(-0.02, 1.02)
+    ax_score.set_ylabel("score (points per game)")
+    for ax in (ax_elo, ax_score):
+        ax.set_xlabel("training games")
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
-def elo_curve(workdirs: list[str], opponent: str, *, games: int | None, simulations: int, openings: str | None,
-              concurrency: int, path: str, steps: list[int] | None = None) -> dict:
-    """Plays each saved checkpoint of each run against ``opponent`` and plots Elo over games."""
+def elo_curve(workdirs: list[str], opponents: list[str], *, games: int | None, simulations: int,
+              openings: str | None, concurrency: int, path: str, steps: list[int] | None = None) -> dict:
+    """Plays saved checkpoints of each run against each opponent and plots Elo over games.
+
+    Matches are kept in WORKDIR/eval/<opponent>/step_<K>; finished ones are not replayed.
+    """
     import orbax.checkpoint as ocp
 
     from az import match as match_lib
@@ -146,33 +152,34 @@ def elo_curve(workdirs: list[str], opponent: str, *, games: int | None, simulati
 
     curves = {}
     opening_list = match_lib.load_openings(openings)
-    second = players_lib.parse_player(opponent, num_simulations=simulations, slots=concurrency, seed=1)
-    try:
-        for workdir in workdirs:
-            rows = {r["iteration"]: r for r in read_metrics(workdir)}
-            manager = ocp.CheckpointManager(os.path.abspath(os.path.join(workdir, "checkpoints")))
-            saved = sorted(manager.all_steps())
-            manager.close()
-            chosen = saved if steps is None else [s for s in steps if s in saved or s == 0]
-            points = []
-            for step in chosen:
-                out = os.path.join(workdir, "eval", _slug(second.name), f"step_{step}")
-                first = players_lib.parse_player(f"checkpoint:{workdir}@{step}", num_simulations=simulations,
-                                                 slots=concurrency)
-                try:
-                    m = match_lib.Match(first, second, opening_list, out, games=games, concurrency=concurrency,
-                                        resume=True, progress=False)
-                    s = m.run()
-                finally:
-                    first.close()
-                played = rows[step]["games_finished"] if step in rows else 0
-                points.append((played, s["elo"], s["elo_low"], s["elo_high"]))
-                print(f"{workdir}@{step} ({played} games): {match_lib.format_summary(first.name, second.name, s).splitlines()[0]}",
-                      flush=True)
-            curves[os.path.basename(workdir.rstrip("/"))] = points
-    finally:
-        second.close()
-    plot_elo_curve(curves, path, reference=second.name)
+    for opponent in opponents:
+        second = players_lib.parse_player(opponent, num_simulations=simulations, slots=concurrency, seed=1)
+        try:
+            for workdir in workdirs:
+                rows = {r["iteration"]: r for r in read_metrics(workdir)}
+                manager = ocp.CheckpointManager(os.path.abspath(os.path.join(workdir, "checkpoints")))
+                saved = sorted(manager.all_steps())
+                manager.close()
+                chosen = saved if steps is None else [s for s in steps if s in saved or s == 0]
+                points = []
+                for step in chosen:
+                    out = os.path.join(workdir, "eval", _slug(second.name), f"step_{step}")
+                    first = players_lib.parse_player(f"checkpoint:{workdir}@{step}", num_simulations=simulations,
+                                                     slots=concurrency)
+                    try:
+                        m = match_lib.Match(first, second, opening_list, out, games=games, concurrency=concurrency,
+                                            resume=True, progress=False)
+                        s = m.run()
+                    finally:
+                        first.close()
+                    played = rows[step]["games_finished"] if step in rows else 0
+                    points.append((played, s["elo"], s["elo_low"], s["elo_high"], s["score"]))
+                    line = match_lib.format_summary(first.name, second.name, s).splitlines()[0]
+                    print(f"{workdir}@{step} ({played} games): {line}", flush=True)
+                curves[f"{os.path.basename(workdir.rstrip('/'))} vs {second.name}"] = points
+        finally:
+            second.close()
+    plot_elo_curve(curves, path)
     with open(os.path.splitext(path)[0] + ".json", "w", encoding="utf-8") as f:
         json.dump(curves, f, indent=1)
     return curves
@@ -273,7 +280,7 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("curve", help="Elo over training games (Fig. 2)")
     c.add_argument("--workdir", action="append", required=True)
-    c.add_argument("--opponent", required=True)
+    c.add_argument("--opponent", action="append", required=True, help="repeat for several references")
     c.add_argument("--games", type=int, default=None)
     c.add_argument("--simulations", type=int, default=800)
     c.add_argument("--openings", default=None)

@@ -183,8 +183,8 @@ def test_report__plots_from_metrics_and_curves(tmp_path):
                     row[f"diversity/{side}_{kind}_entropy_bits"] = 0.0
             f.write(json.dumps(row) + "\n")
     report.plot_heatmaps([str(workdir)], str(tmp_path / "heat.png"), points=2)
-    report.plot_elo_curve({"run": [(0, -200.0, -300.0, -100.0), (60, 50.0, -20.0, 120.0)]}, str(tmp_path / "curve.png"),
-                          reference="greedy")
+    report.plot_elo_curve({"run vs greedy": [(0, -math.inf, -math.inf, -100.0, 0.0), (60, 50.0, -20.0, 120.0, 0.57)]},
+                          str(tmp_path / "curve.png"))
     for name in ("heat.png", "curve.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert report.entropy_bits([1, 1, 1, 1]) == pytest.approx(2.0)
