@@ -28,12 +28,16 @@ def _play_batch():
 
 def perft(sfen: str = notation.STARTPOS_SFEN, depth: int = 3) -> list[int]:
     """Leaf counts for depths 1..depth."""
+    return list(perft_levels(sfen, depth))
+
+
+def perft_levels(sfen: str, depth: int):
+    """Yields the leaf count of each depth 1..depth as soon as it is known."""
     state = notation.from_sfen(sfen)
     level = jax.tree.map(lambda a: np.asarray(a)[None], state.x)  # batch of one, on the host
-    counts = []
     for d in range(1, depth + 1):
         masks = level.legal_action_mask
-        counts.append(int(masks.sum()))
+        yield int(masks.sum())
         if d == depth:
             break
         parents, actions = np.nonzero(masks)
@@ -48,7 +52,6 @@ def perft(sfen: str = notation.STARTPOS_SFEN, depth: int = 3) -> list[int]:
             out = _play_batch()(batch, jnp.asarray(act, jnp.int32))
             children.append(jax.tree.map(lambda a: np.asarray(a)[:n], out))
         level = jax.tree.map(lambda *parts: np.concatenate(parts), *children)
-    return counts
 
 
 def main(argv=None) -> int:
@@ -63,7 +66,7 @@ def main(argv=None) -> int:
     except ValueError as e:
         parser.error(str(e))
     start = time.time()
-    for d, n in enumerate(perft(args.sfen, args.depth), 1):
+    for d, n in enumerate(perft_levels(args.sfen, args.depth), 1):
         print(f"perft({d}) = {n}  [{time.time() - start:.1f} s]", flush=True)
     return 0
 
