@@ -104,10 +104,12 @@ def plot_heatmaps(workdirs: list[str], path: str, *, points: int = 3) -> None:
     for col, (side, kind, s, k) in enumerate(kinds):
         ax = axes[row, col]
         for workdir, rows in runs:
-            games = [r["games_finished"] for r in rows]
-            ax.plot(games, [r[f"diversity/{side}_{kind}_entropy_bits"] for r in rows],
+            squares = np.asarray([r["diversity/squares"] for r in rows])[:, s, k]  # [I, 81]
+            window = max(1, len(rows) // 20)  # a few games reach ply 30 per iteration: pool iterations
+            pooled = [squares[max(0, i - window + 1): i + 1].sum(0) for i in range(len(rows))]
+            ax.plot([r["games_finished"] for r in rows], [entropy_bits(c) for c in pooled],
                     label=os.path.basename(workdir.rstrip("/")))
-        ax.set_title(f"{side} {kind} entropy (bits)", fontsize=8)
+        ax.set_title(f"{side} {kind} entropy (bits, {window}-iteration windows)", fontsize=8)
         ax.set_xlabel("games", fontsize=7)
         ax.legend(fontsize=6)
     fig.tight_layout()
