@@ -11,6 +11,7 @@ A player hands out ``Session``s, one per concurrently played game slot; a sessio
 ``move(position)`` returns a USI move, ``resign`` or ``win`` (a declaration).
 """
 
+import abc
 import os
 import queue
 import random
@@ -41,12 +42,15 @@ class Position(NamedTuple):
     state: env.State  # after the moves
 
 
-class Session:
+class Session(abc.ABC):
+    """One game slot of a player: asked for a move at each of its turns."""
+
     def new_game(self) -> None:
         pass
 
+    @abc.abstractmethod
     def move(self, position: Position) -> str:
-        raise NotImplementedError
+        """A USI move, ``resign`` or ``win``."""
 
     def game_over(self, result: str) -> None:  # "win" | "lose" | "draw", from this player's view
         pass
@@ -55,11 +59,12 @@ class Session:
         pass
 
 
-class Player:
+class Player(abc.ABC):
     name: str
 
+    @abc.abstractmethod
     def session(self) -> Session:
-        raise NotImplementedError
+        """A new game slot (an engine process, a client of the agent's search server)."""
 
     def close(self) -> None:
         pass
