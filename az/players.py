@@ -121,22 +121,17 @@ class _GreedySession(Session):
         return cshogi.move_to_usi(self.rng.choice(best_moves))
 
 
-class RandomPlayer(Player):
-    def __init__(self, seed: int = 0):
-        self.name, self.seed, self.count = "random", seed, 0
+class FloorPlayer(Player):
+    """``random`` or ``greedy``; each session gets its own seeded generator."""
+
+    _SESSIONS = {"random": _RandomSession, "greedy": _GreedySession}
+
+    def __init__(self, kind: str, seed: int = 0):
+        self.name, self.seed, self.count = kind, seed, 0
 
     def session(self) -> Session:
         self.count += 1
-        return _RandomSession(self.seed * 1000 + self.count)
-
-
-class GreedyPlayer(Player):
-    def __init__(self, seed: int = 0):
-        self.name, self.seed, self.count = "greedy", seed, 0
-
-    def session(self) -> Session:
-        self.count += 1
-        return _GreedySession(self.seed * 1000 + self.count)
+        return self._SESSIONS[self.name](self.seed * 1000 + self.count)
 
 
 # USI engines ----------------------------------------------------------------------------
@@ -389,10 +384,8 @@ class AgentPlayer(Player):
 
 def parse_player(spec: str, *, num_simulations: int = 800, slots: int = 1, seed: int = 0) -> Player:
     """A player from its spec (see the module docstring); PlayerError names what is wrong."""
-    if spec == "random":
-        return RandomPlayer(seed)
-    if spec == "greedy":
-        return GreedyPlayer(seed)
+    if spec in FloorPlayer._SESSIONS:
+        return FloorPlayer(spec, seed)
     if spec.startswith("usi:"):
         return UsiPlayer(spec[4:])
     if spec.startswith("checkpoint:"):
