@@ -1,26 +1,28 @@
-"""Environment throughput: raw pgx shogi vs ours, and the cost of each start scheme.
+"""Environment throughput: pgx's shogi against our dense core, and the cost of resets.
 
-    python bench/env_bench.py [--batch-sizes 64,256,1024] [--repeats 5] [--steps 8] [--quick]
+    python bench/env_bench.py [--batch-sizes 64,256,1024] [--repeats 3] [--steps 4] [--quick]
 
-On whatever backend JAX picks, for each batch size:
-  * steps/s of raw pgx (``pgx.make("shogi")``) and of ``envs.env.step`` with ``Rules()``
-    (repetition tracking on), both playing uniformly random legal moves from the
-    standard start inside one jitted ``lax.scan`` of ``--steps`` plies;
-  * the cost of one batched reset (``make_start_fn``) per scheme, relative to one of
-    our batched steps.
-Everything is compiled first; pgx and ours are timed alternately, and each number is
-the median over ``--repeats``. Targets (PASS/FAIL): ours >= 0.9x raw pgx per step;
-every reset other than random_start(n) < 1 step.
-
-pgx's step also computes the 119-plane observation, ours does not: "ours+observe"
-(info only) adds it for a like-for-like comparison. The standard start is a constant,
-so XLA folds its reset (legal mask included) at compile time: it costs ~0 steps.
+On whatever backend JAX picks, for each batch size, timed alternately (median of
+``--repeats``) after everything is compiled:
+  * step: pgx's ``env.step`` (board update, legal mask, observation) against ours,
+    ``envs.env.step`` with ``Rules()`` (repetition, perpetual check, declaration,
+    max length) plus ``env.observe``; both play uniformly random legal moves from the
+    standard start in one jitted ``lax.scan`` of ``--steps`` plies.
+    Target: ours >= 20x pgx per state at batch >= 256.
+  * mask: the legal-action mask alone, pgx's ``_legal_action_mask`` against
+    ``envs.dense``, on positions after 24 random plies. Target: >= 50x at batch >= 256.
+  * compile: seconds to compile each batched step, and the gather / scatter ops in
+    its optimized HLO (ours: target 0).
+  * reset: one batched reset (``make_start_fn``) per start scheme, in our steps.
+Then perft(5) from the standard start with the dense core, compiled first
+(target < 30 s, exact count).
 """
 
 import argparse
 import csv
 import functools
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -32,15 +34,24 @@ import pgx
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from envs import env, notation, starts  # noqa: E402
+from pgx._src.games import shogi as pgx_shogi  # noqa: E402
+
+from envs import env, movegen, notation, perft, starts  # noqa: E402
 
 OPENINGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "openings.tsv")
-STEP_TARGET = 0.9  # ours / pgx, steps per second
+STEP_TARGET = 20.0  # ours / pgx, steps per second, at batch >= TARGET_BATCH
+MASK_TARGET = 50.0  # ours / pgx, masks per second, at batch >= TARGET_BATCH
+TARGET_BATCH = 256
+PERFT_TARGET_S = 30.0
+PERFT5 = 19861490
 RESET_TARGET = 1.0  # reset / step, for every scheme but random_start(n)
 
 
 def _random_action(key, mask):
-    return jax.random.categorical(key, jnp.where(mask, 0.0, -jnp.inf)).astype(jnp.int32)
+    """A uniformly random legal action: the k-th set bit of ``mask``. Cheaper than
+    ``jax.random.categorical`` over 2187 logits, which would cost more than our step."""
+    k = jax.random.randint(key, (), 0, jnp.maximum(mask.sum(), 1))
+    return jnp.argmax(jnp.cumsum(mask) > k).astype(jnp.int32)
 
 
 def make_pgx_run(steps: int):
@@ -59,9 +70,18 @@ def make_pgx_run(steps: int):
     return init, run
 
 
-def make_our_run(steps: int, rules: env.Rules, observe: bool = False):
-    """Our batched step; with ``observe`` also the observation, as pgx's step computes it."""
-    step = functools.partial(env.step, rules_=rules)
+def our_step(rules: env.Rules):
+    """Our step as pgx's: the next position and its observation."""
+
+    def step(state, action):
+        state = env.step(state, action, rules)
+        return state, env.observe(state, rules.movegen)
+
+    return jax.vmap(step)
+
+
+def make_our_run(steps: int, rules: env.Rules):
+    step = our_step(rules)
 
     @jax.jit
     def run(state, key):
@@ -69,15 +89,21 @@ def make_our_run(steps: int, rules: env.Rules, observe: bool = False):
             state, obs = carry
             keys = jax.random.split(key, state.legal_action_mask.shape[0])
             actions = jax.vmap(_random_action)(keys, state.legal_action_mask)
-            state = jax.vmap(step)(state, actions)
-            if observe:
-                obs = obs ^ jax.vmap(env.observe)(state).any(axis=(1, 2, 3))
-            return (state, obs), None
+            state, observation = step(state, actions)
+            return (state, obs ^ observation.any(axis=(1, 2, 3))), None
 
         obs = jnp.zeros(state.legal_action_mask.shape[:1], jnp.bool_)
         return jax.lax.scan(body, (state, obs), jax.random.split(key, steps))[0]
 
     return run
+
+
+def compiled_step_stats(fn, *args) -> tuple[float, int, int]:
+    """(compile seconds, gather ops, scatter ops) of ``jit(fn)`` on these arguments."""
+    start = time.perf_counter()
+    hlo = jax.jit(fn).lower(*args).compile().as_text()
+    seconds = time.perf_counter() - start
+    return seconds, len(re.findall(r"\bgather\(", hlo)), len(re.findall(r"\bscatter\(", hlo))
 
 
 def make_reset_run(spec: str, rules: env.Rules, steps: int):
@@ -110,15 +136,27 @@ def write_book(directory: str) -> str:
     return path
 
 
+def _verdict(ratio: float, target: float, batch: int, what: str, failures: list) -> str:
+    if batch < TARGET_BATCH:
+        return f"[info: target applies at batch >= {TARGET_BATCH}]"
+    if ratio >= target:
+        return f"[PASS: >= {target:g}x]"
+    failures.append(f"batch {batch}: {what} {ratio:.1f}x < {target:g}x")
+    return f"[FAIL: >= {target:g}x]"
+
+
 def bench(batch_sizes, repeats: int, steps: int, book: str) -> list[str]:
     rules = env.Rules()
+    pgx_env = pgx.make("shogi")
     pgx_init, pgx_run = make_pgx_run(steps)
     our_run = make_our_run(steps, rules)
-    our_obs_run = make_our_run(steps, rules, observe=True)
+    pgx_mask = jax.jit(jax.vmap(pgx_shogi._legal_action_mask))
+    our_mask = jax.jit(jax.vmap(movegen.legal_action_mask))
+    scramble = make_our_run(24, rules)
     schemes = ["standard", "random_start(2)", "shogi816k", f"book({book})"]
     resets = {spec: make_reset_run(spec, rules, steps) for spec in schemes}
     failures = []
-    print(f"backend {jax.default_backend()} ({jax.devices()[0].device_kind}); {steps} plies per timed call, "
+    print(f"backend {jax.default_backend()} ({jax.devices()[0].device_kind}); {steps} plies per timed step call, "
           f"median of {repeats}", flush=True)
     for batch in batch_sizes:
         key = jax.random.key(batch)
@@ -126,34 +164,40 @@ def bench(batch_sizes, repeats: int, steps: int, book: str) -> list[str]:
         our_state = jax.tree.map(
             lambda a: jnp.broadcast_to(a, (batch, *a.shape)), notation.from_sfen(notation.STARTPOS_SFEN, rules)
         )
-        compile_s = _timed(pgx_run, pgx_state, key) + _timed(our_run, our_state, key)
-        compile_s += _timed(our_obs_run, our_state, key)
-        for run in resets.values():
-            compile_s += _timed(run, our_state, key)
-        pgx_times, our_times, our_obs_times = [], [], []
-        reset_times = {spec: [] for spec in schemes}
+        actions = jnp.zeros((batch,), jnp.int32) + 2 * 81 + 60  # any legal-looking action, for lowering
+        pgx_compile, pgx_gathers, pgx_scatters = compiled_step_stats(jax.vmap(pgx_env.step), pgx_state, actions)
+        our_compile, our_gathers, our_scatters = compiled_step_stats(our_step(rules), our_state, actions)
+        positions = scramble(our_state, key)[0].x  # mid-game positions for the mask alone
+        for fn, args in [(pgx_run, (pgx_state, key)), (our_run, (our_state, key)), (pgx_mask, (positions,)),
+                         (our_mask, (positions,))] + [(run, (our_state, key)) for run in resets.values()]:
+            _timed(fn, *args)  # compile
+        times = {name: [] for name in ("pgx", "ours", "pgx mask", "our mask", *schemes)}
         for r in range(repeats):  # interleaved, so load changes hit both alike
             k = jax.random.fold_in(key, r)
-            pgx_times.append(_timed(pgx_run, pgx_state, k))
-            our_times.append(_timed(our_run, our_state, k))
-            our_obs_times.append(_timed(our_obs_run, our_state, k))
+            times["pgx"].append(_timed(pgx_run, pgx_state, k))
+            times["ours"].append(_timed(our_run, our_state, k))
+            times["pgx mask"].append(_timed(pgx_mask, positions))
+            times["our mask"].append(_timed(our_mask, positions))
             for spec, run in resets.items():
-                reset_times[spec].append(_timed(run, our_state, k))
-        pgx_sps = batch * steps / statistics.median(pgx_times)
-        our_sps = batch * steps / statistics.median(our_times)
-        ratio = our_sps / pgx_sps
-        verdict = "PASS" if ratio >= STEP_TARGET else "FAIL"
-        print(f"\nbatch {batch} (compile {compile_s:.1f} s)")
-        print(f"  {'pgx':12s} {pgx_sps:8.0f} steps/s")
-        print(f"  {'ours':12s} {our_sps:8.0f} steps/s   ours/pgx = {ratio:.2f}x  [{verdict}: >= {STEP_TARGET}x]")
+                times[spec].append(_timed(run, our_state, k))
+        median = {name: statistics.median(t) for name, t in times.items()}
+        pgx_sps, our_sps = batch * steps / median["pgx"], batch * steps / median["ours"]
+        pgx_mps, our_mps = batch / median["pgx mask"], batch / median["our mask"]
+        step_ratio, mask_ratio = our_sps / pgx_sps, our_mps / pgx_mps
+        print(f"\nbatch {batch}")
+        print(f"  step  pgx  {pgx_sps:9.0f} /s  {1e6 / pgx_sps:7.1f} us/state")
+        print(f"  step  ours {our_sps:9.0f} /s  {1e6 / our_sps:7.1f} us/state   ours/pgx = {step_ratio:.1f}x  "
+              + _verdict(step_ratio, STEP_TARGET, batch, "step", failures))
+        print(f"  mask  pgx  {pgx_mps:9.0f} /s  {1e6 / pgx_mps:7.1f} us/state")
+        print(f"  mask  ours {our_mps:9.0f} /s  {1e6 / our_mps:7.1f} us/state   ours/pgx = {mask_ratio:.1f}x  "
+              + _verdict(mask_ratio, MASK_TARGET, batch, "mask", failures))
+        print(f"  compile pgx  {pgx_compile:5.1f} s, {pgx_gathers} gathers, {pgx_scatters} scatters")
+        verdict = "PASS" if our_gathers + our_scatters == 0 else "FAIL"
+        print(f"  compile ours {our_compile:5.1f} s, {our_gathers} gathers, {our_scatters} scatters  [{verdict}: 0]")
         if verdict == "FAIL":
-            failures.append(f"batch {batch}: ours/pgx {ratio:.2f}x < {STEP_TARGET}x")
-        obs_sps = batch * steps / statistics.median(our_obs_times)
-        print(f"  {'ours+observe':12s} {obs_sps:8.0f} steps/s   ours+observe/pgx = {obs_sps / pgx_sps:.2f}x"
-              "  [info: pgx's step computes the observation too]")
-        our_step_s = statistics.median(our_times)
+            failures.append(f"batch {batch}: our step has {our_gathers} gathers and {our_scatters} scatters")
         for spec in schemes:
-            cost = statistics.median(reset_times[spec]) / our_step_s
+            cost = median[spec] / median["ours"]
             name = "book(openings)" if spec.startswith("book(") else spec
             if spec.startswith("random_start("):
                 print(f"  reset {name:16s} {cost:5.2f} steps  [info: plays {spec[13:-1]} plies]")
@@ -165,23 +209,43 @@ def bench(batch_sizes, repeats: int, steps: int, book: str) -> list[str]:
     return failures
 
 
+def bench_perft(depth: int) -> list[str]:
+    """Times perft(depth) with the dense core, after a warm-up run compiles it."""
+    list(perft.perft_levels(notation.STARTPOS_SFEN, min(depth, 2)))  # compiles both expanders
+    start = time.perf_counter()
+    counts = perft.perft(notation.STARTPOS_SFEN, depth)
+    seconds = time.perf_counter() - start
+    print(f"\nperft({depth}) = {counts[-1]} in {seconds:.1f} s", end="  ")
+    if depth != 5:
+        print("[info]")
+        return []
+    ok = counts[-1] == PERFT5 and seconds < PERFT_TARGET_S
+    print(f"[{'PASS' if ok else 'FAIL'}: = {PERFT5} in < {PERFT_TARGET_S:g} s]")
+    return [] if ok else [f"perft(5) = {counts[-1]} in {seconds:.1f} s"]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch-sizes", default="64,256,1024", help="comma-separated batch sizes")
-    parser.add_argument("--repeats", type=int, default=5, help="timed repetitions per measurement (median)")
-    parser.add_argument("--steps", type=int, default=8, help="plies (or resets) per timed call")
-    parser.add_argument("--quick", action="store_true", help="smoke test: batch 64, 3 repeats, 2 plies")
+    parser.add_argument("--repeats", type=int, default=3, help="timed repetitions per measurement (median)")
+    parser.add_argument("--steps", type=int, default=4, help="plies (or resets) per timed call")
+    parser.add_argument("--perft-depth", type=int, default=5, help="perft depth to time (0: skip)")
+    parser.add_argument("--quick", action="store_true", help="smoke test: batch 64, 2 repeats, 2 plies, perft(3)")
     args = parser.parse_args(argv)
     try:
         batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     except ValueError:
         parser.error(f"--batch-sizes must be comma-separated integers, got {args.batch_sizes!r}")
     if args.quick:
-        batch_sizes, args.repeats, args.steps = [64], 3, 2
+        batch_sizes, args.repeats, args.steps, args.perft_depth = [64], 2, 2, 3
     if any(b < 1 for b in batch_sizes) or args.repeats < 1 or args.steps < 1:
         parser.error("batch sizes, --repeats and --steps must be >= 1")
+    if args.perft_depth < 0:
+        parser.error(f"--perft-depth must be >= 0, got {args.perft_depth}")
     with tempfile.TemporaryDirectory() as tmp:
         failures = bench(batch_sizes, args.repeats, args.steps, write_book(tmp))
+    if args.perft_depth:
+        failures += bench_perft(args.perft_depth)
     print("\n" + ("all targets met" if not failures else "targets missed:\n  " + "\n  ".join(failures)))
     return 0
 

@@ -37,11 +37,14 @@ class Rules:
     repetitions: int = 4  # occurrences of one position that end the game
     perpetual_check_loses: bool = True  # else a perpetual-check repetition is a draw
     history: int = 513  # hashes kept for repetition; >= max_length + 1 is exact
+    movegen: str = "dense"  # move generator: "dense" (envs.dense) or "pgx" (the reference)
 
     def __post_init__(self):
         for name in ("max_length", "history"):
             if getattr(self, name) < 1:
                 raise ValueError(f"Rules.{name} must be >= 1, got {getattr(self, name)}")
+        if self.movegen not in movegen.CORES:
+            raise ValueError(f"Rules.movegen must be one of {sorted(movegen.CORES)}, got {self.movegen!r}")
         if self.repetitions < 2:
             raise ValueError(f"Rules.repetitions must be >= 2, got {self.repetitions}")
 
@@ -55,7 +58,7 @@ class State(NamedTuple):
     truncated: Array  # [] bool, the game reached Rules.max_length
     end_reason: Array  # [] int32, one of ONGOING..MAX_LENGTH
     checked: Array  # [] bool, the side to move is in check
-    hash: Array  # [2] uint32, Zobrist hash of the position
+    hash: Array  # [2] uint32, hash of the position (envs.rules.position_hash)
     history: Array  # [H, 2] uint32, hash of the position at ply p in slot p % H
     check_history: Array  # [H] bool, the mover of that position was in check
     start_scheme: Array  # [] int32, index of the start scheme that began this game
@@ -85,8 +88,8 @@ def init_from(x: GameState, rules_: Rules, *, start_scheme=0, start_move_number=
 
     ``x.legal_action_mask`` is recomputed; ``x.step_count`` is reset to 0.
     """
-    x = x._replace(step_count=jnp.int32(0), legal_action_mask=movegen.legal_action_mask(x))
-    checked = movegen.in_check(x)
+    mask, checked = movegen.analyze(x, rules_.movegen)
+    x = x._replace(step_count=jnp.int32(0), legal_action_mask=mask)
     h = rules.position_hash(x)
     history = jnp.zeros((rules_.history, rules.HASH_WORDS), jnp.uint32).at[0].set(h)
     check_history = jnp.zeros((rules_.history,), jnp.bool_).at[0].set(checked)
@@ -117,13 +120,12 @@ def _by_colour(result_for_mover: Array, color: Array) -> Array:
 
 def step(state: State, action: Array, rules_: Rules) -> State:
     """Plays a legal ``action``. A finished game stays as it is, with zero rewards."""
-    x = movegen.play(state.x, action)
+    x, checked = movegen.advance(state.x, action, rules_.movegen)
     ply = x.step_count
-    checked = movegen.in_check(x)
     h = rules.position_hash(x)
-    slot = ply % rules_.history
-    history = state.history.at[slot].set(h)
-    check_history = state.check_history.at[slot].set(checked)
+    written = jnp.arange(rules_.history) == ply % rules_.history  # a mask, not a scatter
+    history = jnp.where(written[:, None], h, state.history)
+    check_history = jnp.where(written, checked, state.check_history)
 
     no_move = ~x.legal_action_mask.any()
     repeated, repetition_result = rules.repetition_outcome(
@@ -158,9 +160,9 @@ def step(state: State, action: Array, rules_: Rules) -> State:
     return jax.tree.map(lambda a, b: jnp.where(state.done, a, b), finished, played)
 
 
-def observe(state: State) -> Array:
+def observe(state: State, core: str = "dense") -> Array:
     """Network input from the mover's view: [9, 9, 119] bool (pgx's planes)."""
-    return movegen.observe(state.x)
+    return movegen.observe(state.x, core)
 
 
 def with_history(state: State, size: int) -> State:

@@ -1,7 +1,10 @@
 """The shogi core: board update, legal-action mask, check test and observation.
 
-Every other module reaches move generation through the four functions here, so a
-faster generator can replace pgx's behind them and be checked by the same tests.
+Every other module reaches move generation through the functions here. Two cores
+sit behind them, chosen by name (``core=``, ``Rules.movegen``): ``"dense"``, the
+bit-sliced whole-board generator of ``envs.dense`` (the default, ~20-100x faster),
+and ``"pgx"``, pgx's own generator with its pawn-drop-mate bug fixed, kept as the
+reference the tests and benchmarks compare against. Both give identical results.
 
 The position is pgx's ``GameState`` (``x``), always seen from the side to move:
 ``board`` [81] int32 holds -1 for empty, 0..13 for the mover's pieces and 14..27
@@ -19,6 +22,8 @@ import jax.numpy as jnp
 from jax import Array
 from pgx._src.games import shogi as pgx_shogi
 
+from envs import dense
+
 GameState = pgx_shogi.GameState
 
 NUM_ACTIONS = 27 * 81
@@ -26,8 +31,8 @@ PAWN_DROP = 20  # direction index of a pawn drop
 OBSERVATION_SHAPE = (9, 9, 119)
 
 
-def legal_action_mask(x: GameState) -> Array:
-    """Legal actions of the side to move: [2187] bool.
+def legal_action_mask_pgx(x: GameState) -> Array:
+    """Legal actions of the side to move by pgx's generator: [2187] bool.
 
     pgx's generator, with its pawn-drop-mate test replaced where it is wrong: pgx
     lets the mated king "escape" to off-board squares (its neighbour index -1 wraps
@@ -59,28 +64,90 @@ def _pawn_drop_mates(x: GameState) -> tuple[Array, Array]:
     return has_square & ~can_capture & ~can_escape, to
 
 
-def play(x: GameState, action: Array) -> GameState:
-    """Plays a legal ``action`` and returns the position seen by the new mover.
+def _pgx_analyze(x: GameState) -> tuple[Array, Array]:
+    return legal_action_mask_pgx(x), pgx_shogi._is_checked(pgx_shogi._set_cache(x))
+
+
+def _pgx_play(x: GameState, action: Array) -> GameState:
+    move = pgx_shogi.Action._from_dlshogi_action(x, action)
+    x = jax.lax.cond(move.is_drop, pgx_shogi._step_drop, pgx_shogi._step_move, x, move)
+    return pgx_shogi._flip(x)
+
+
+def _dense_analyze(x: GameState) -> tuple[Array, Array]:
+    return dense.analyze(x.board, x.hand)
+
+
+def _dense_play(x: GameState, action: Array) -> GameState:
+    """The board update with masks instead of indices: no gathers or scatters."""
+    action = jnp.asarray(action, jnp.int32)
+    direction, to = action // 81, action % 81
+    is_drop = direction >= 20
+    at_to = jnp.arange(81) == to
+    from_ = dense.source(x.board, to, direction % 10) & ~is_drop
+    piece = jnp.where(from_, x.board, 0).sum()
+    captured = jnp.where(at_to, x.board + 1, 0).sum() - 1  # -1: empty
+    promote = (direction >= 10) & ~is_drop
+    placed = jnp.where(is_drop, direction - 20, piece + 8 * promote)
+    board = jnp.where(at_to, placed, jnp.where(from_, -1, x.board))
+    kinds = jnp.arange(7)
+    gained = (kinds == ((captured + 14) % 28) % 8) & (captured >= 0)  # +P..D revert to P..R
+    spent = (kinds == direction - 20) & is_drop
+    hand = x.hand[0] + gained.astype(jnp.int32) - spent.astype(jnp.int32)
+    flipped = jnp.where(board >= 0, (board + 14) % 28, -1)[::-1]
+    return x._replace(board=flipped, hand=jnp.stack([x.hand[1], hand]))
+
+
+CORES = {"dense": (_dense_play, _dense_analyze), "pgx": (_pgx_play, _pgx_analyze)}
+
+
+def _core(core: str):
+    if core not in CORES:
+        raise ValueError(f"movegen core must be one of {sorted(CORES)}, got {core!r}")
+    return CORES[core]
+
+
+def advance(x: GameState, action: Array, core: str = "dense") -> tuple[GameState, Array]:
+    """Plays a legal ``action``: (the position seen by the new mover, its mover in check).
 
     The returned state's ``legal_action_mask`` is already computed.
     """
-    move = pgx_shogi.Action._from_dlshogi_action(x, action)
-    x = jax.lax.cond(move.is_drop, pgx_shogi._step_drop, pgx_shogi._step_move, x, move)
-    x = pgx_shogi._flip(x)
+    play_, analyze_ = _core(core)
+    # The barrier keeps XLA from fusing the board update into every consumer of the
+    # new board (it would recompute it per square and piece kind: 4x slower).
+    x = jax.lax.optimization_barrier(play_(x, action))
     x = x._replace(color=1 - x.color, step_count=x.step_count + 1)
-    return x._replace(legal_action_mask=legal_action_mask(x))
+    mask, checked = analyze_(x)
+    return x._replace(legal_action_mask=mask), checked
 
 
-def in_check(x: GameState) -> Array:
+def play(x: GameState, action: Array, core: str = "dense") -> GameState:
+    """Plays a legal ``action``; the new position has its legal mask."""
+    return advance(x, action, core)[0]
+
+
+def analyze(x: GameState, core: str = "dense") -> tuple[Array, Array]:
+    """(legal actions [2187] bool, the side to move is in check [] bool)."""
+    return _core(core)[1](x)
+
+
+def legal_action_mask(x: GameState, core: str = "dense") -> Array:
+    """Legal actions of the side to move: [2187] bool."""
+    return analyze(x, core)[0]
+
+
+def in_check(x: GameState, core: str = "dense") -> Array:
     """Is the side to move in check? [] bool."""
-    return pgx_shogi._is_checked(pgx_shogi._set_cache(x))
+    return analyze(x, core)[1]
 
 
-def observe(x: GameState) -> Array:
+def observe(x: GameState, core: str = "dense") -> Array:
     """pgx's 119 feature planes from the mover's view: [9, 9, 119] bool.
 
     Planes: 14 own piece kinds, 14 own attack maps, 3 attack counts (>=1, 2, 3),
     the same 31 for the opponent, hands (P 8, L N S G 4 each, B R 2 each) for both
     sides, and one plane set when the mover is in check.
     """
-    return pgx_shogi._observe(x, True)
+    if _core(core) is CORES["pgx"]:
+        return pgx_shogi._observe(x, True)
+    return dense.observe(x.board, x.hand)

@@ -1,8 +1,8 @@
 """Game-ending rules on top of the core: repetition, perpetual check, declaration.
 
-Positions are hashed with Zobrist keys (two uint32 words, i.e. 64 bits) over the
-board and hands in the mover's frame plus the side to move, so equal positions
-have equal hashes whatever the move order.
+Positions are hashed (two uint32 words, i.e. 64 bits) over the board and hands in
+the mover's frame plus the side to move, so equal positions have equal hashes
+whatever the move order.
 """
 
 import jax
@@ -12,33 +12,26 @@ from jax import Array
 
 from envs.movegen import GameState
 
-MAX_HAND = 18  # pawns; every other kind holds fewer
 HASH_WORDS = 2
 
-# A fixed table, not a seed of any run: hashes must agree across processes.
-_table_rng = np.random.default_rng(0x5A0B15)
-_BOARD_KEYS = _table_rng.integers(0, 2**32, size=(81, 28, HASH_WORDS), dtype=np.uint32)
-_HAND_KEYS = _table_rng.integers(0, 2**32, size=(2, 7, MAX_HAND + 1, HASH_WORDS), dtype=np.uint32)
-_HAND_KEYS[:, :, 0] = 0  # an empty hand adds nothing
-_COLOR_KEYS = _table_rng.integers(0, 2**32, size=(2, HASH_WORDS), dtype=np.uint32)
-
-
-def _xor_reduce(keys: Array) -> Array:
-    """XOR over all leading axes: [..., HASH_WORDS] -> [HASH_WORDS]."""
-    keys = keys.reshape(-1, HASH_WORDS)
-    return jax.lax.reduce(keys, np.uint32(0), jax.lax.bitwise_xor, (0,))
+# Fixed keys, not a seed of any run: hashes must agree across processes.
+_keys = np.random.default_rng(0x5A0B15)
+_SQUARE_KEYS = _keys.integers(0, 2**32, size=(81, HASH_WORDS), dtype=np.uint32)
+_HAND_KEYS = _keys.integers(0, 2**32, size=(2, 7, HASH_WORDS), dtype=np.uint32)
+_COLOR_KEYS = _keys.integers(0, 2**32, size=(2, HASH_WORDS), dtype=np.uint32)
 
 
 def position_hash(x: GameState) -> Array:
-    """Zobrist hash of the position: [2] uint32."""
-    squares = jnp.arange(81)
-    board_keys = jnp.asarray(_BOARD_KEYS)[squares, jnp.maximum(x.board, 0)]
-    board_keys = jnp.where((x.board >= 0)[:, None], board_keys, jnp.uint32(0))
-    hand_keys = jnp.asarray(_HAND_KEYS)[
-        jnp.arange(2)[:, None], jnp.arange(7)[None, :], jnp.clip(x.hand, 0, MAX_HAND)
-    ]
-    h = _xor_reduce(board_keys) ^ _xor_reduce(hand_keys)
-    return h ^ jnp.asarray(_COLOR_KEYS)[x.color]
+    """Hash of the position: [2] uint32.
+
+    A random linear form mod 2^32 of the square contents (piece + 1), the hand
+    counts and the side to move, one per word: multiply-adds only, no table lookups.
+    Two different positions collide with probability below 2^-28 per word.
+    """
+    squares = (x.board + 1).astype(jnp.uint32)[:, None] * jnp.asarray(_SQUARE_KEYS)
+    hands = x.hand.astype(jnp.uint32)[..., None] * jnp.asarray(_HAND_KEYS)
+    color = jnp.where(x.color == 0, jnp.asarray(_COLOR_KEYS[0]), jnp.asarray(_COLOR_KEYS[1]))
+    return squares.sum(axis=0, dtype=jnp.uint32) + hands.sum(axis=(0, 1), dtype=jnp.uint32) + color
 
 
 def repetition_outcome(history: Array, check_history: Array, ply: Array, *, repetitions: int) -> tuple[Array, Array]:
@@ -59,7 +52,7 @@ def repetition_outcome(history: Array, check_history: Array, ply: Array, *, repe
     size = history.shape[0]
     age = (ply - jnp.arange(size)) % size  # plies ago each slot was written
     in_game = (age >= 1) & (age <= ply)
-    newest = history[ply % size]
+    newest = jnp.where((jnp.arange(size) == ply % size)[:, None], history, 0).sum(axis=0, dtype=jnp.uint32)
     same = in_game & (history == newest).all(axis=-1)
     repeated = same.sum() + 1 >= repetitions
     first_age = jnp.max(jnp.where(same, age, 0))  # even: same side to move
@@ -72,7 +65,6 @@ def repetition_outcome(history: Array, check_history: Array, ply: Array, *, repe
 
 
 # Declaration points (CSA 27-point rule): rook and bishop (promoted or not) 5, others 1.
-_BOARD_POINTS = np.array([1, 1, 1, 1, 5, 5, 1, 0, 1, 1, 1, 1, 5, 5], dtype=np.int32)
 _HAND_POINTS = np.array([1, 1, 1, 1, 5, 5, 1], dtype=np.int32)  # P L N S B R G
 
 
@@ -88,7 +80,8 @@ def can_declare(x: GameState, checked: Array) -> Array:
     own = (x.board >= 0) & (x.board < 14)
     king_in_camp = (in_camp & (x.board == 7)).any()
     others = own & in_camp & (x.board != 7)
-    points = jnp.where(others, jnp.asarray(_BOARD_POINTS)[jnp.clip(x.board, 0, 13)], 0).sum()
+    major = ((x.board & 7) == 4) | ((x.board & 7) == 5)  # B R +B +R among own pieces 0..13
+    points = jnp.where(others, jnp.where(major, 5, 1), 0).sum()
     points = points + (x.hand[0] * jnp.asarray(_HAND_POINTS)).sum()
     needed = jnp.where(x.color == 0, 28, 27)
     return king_in_camp & (others.sum() >= 10) & (points >= needed) & ~checked
