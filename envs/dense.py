@@ -332,7 +332,9 @@ def observe_batch(board: Array, hand: Array) -> Array:
     """[B, 81], [B, 2, 7] -> pgx's observation [B, 9, 9, 119] bool."""
     batch = board.shape[0]
     planes, checked = observation_planes(piece_planes(board))
-    board_planes = unpack(planes, batch)  # [B, 62, 9, 9]
+    # pgx's picture orientation (rot90 of the [file, rank] board), done on the packed words.
+    planes = jnp.moveaxis(jnp.rot90(planes, k=3, axes=(1, 2)), 0, 2)  # [9, 9, 62, W]
+    board_planes = unpack(planes, batch)  # [B, 9, 9, 62]
     checked = unpack(checked, batch)
     counts = jnp.arange(1, 9)
     hand_planes = []
@@ -340,9 +342,8 @@ def observe_batch(board: Array, hand: Array) -> Array:
         for kind, most in ((0, 8), (1, 4), (2, 4), (3, 4), (6, 4), (4, 2), (5, 2)):
             hand_planes.append(hand[:, side, kind, None] >= counts[None, :most])
     flags = jnp.concatenate(hand_planes + [checked[:, None]], axis=1)  # [B, 57]
-    flags = jnp.broadcast_to(flags[:, :, None, None], flags.shape + (9, 9))
-    features = jnp.concatenate([board_planes, flags], axis=1)  # [B, 119, file, rank]
-    return jnp.rot90(jnp.moveaxis(features, 1, -1), k=3, axes=(1, 2))
+    flags = jnp.broadcast_to(flags[:, None, None, :], (batch, 9, 9, flags.shape[1]))
+    return jnp.concatenate([board_planes, flags], axis=-1)
 
 
 def source_batch(board: Array, to: Array, direction: Array) -> Array:

@@ -50,14 +50,16 @@ def repetition_outcome(history: Array, check_history: Array, ply: Array, *, repe
       one of its moves since the first occurrence, +1 when the opponent did.
     """
     size = history.shape[0]
-    age = (ply - jnp.arange(size)) % size  # plies ago each slot was written
+    slot = jnp.arange(size)
+    newest_slot = ply % size
+    age = newest_slot - slot + jnp.where(slot > newest_slot, size, 0)  # plies ago each slot was written
     in_game = (age >= 1) & (age <= ply)
-    newest = jnp.where((jnp.arange(size) == ply % size)[:, None], history, 0).sum(axis=0, dtype=jnp.uint32)
-    same = in_game & (history == newest).all(axis=-1)
+    newest = jnp.where((slot == newest_slot)[:, None], history, 0).sum(axis=0, dtype=jnp.uint32)
+    same = in_game & (history[:, 0] == newest[0]) & (history[:, 1] == newest[1])
     repeated = same.sum() + 1 >= repetitions
     first_age = jnp.max(jnp.where(same, age, 0))  # even: same side to move
     in_span = age < first_age  # positions reached by the moves since the first occurrence
-    even = age % 2 == 0  # reached by the last mover's moves (it checked the side to move)
+    even = (age & 1) == 0  # reached by the last mover's moves (it checked the side to move)
     opponent_checked_always = jnp.all(~(in_span & even) | check_history)
     mover_checked_always = jnp.all(~(in_span & ~even) | check_history)
     result = jnp.where(opponent_checked_always, 1.0, jnp.where(mover_checked_always, -1.0, 0.0))

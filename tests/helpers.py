@@ -124,3 +124,78 @@ def reference_repetition(keys: list[str], checks: list[bool], repetitions: int =
     opponent_checked = all(checks[p] for p in span if (newest - p) % 2 == 0)
     mover_checked = all(checks[p] for p in span if (newest - p) % 2 == 1)
     return 1 if opponent_checked else (-1 if mover_checked else 0)
+
+
+# Random scattered positions ----------------------------------------------------------
+
+_KINDS = [0] * 18 + [1] * 4 + [2] * 4 + [3] * 4 + [6] * 4 + [4] * 2 + [5] * 2  # P L N S G B R, pgx ids
+_KING = 7
+
+
+def _placeable(board, square: int, piece: int, owner: int) -> bool:
+    """Whether an unpromoted ``piece`` of ``owner`` may stand on ``square`` (black's frame)."""
+    rank = square % 9
+    ahead = rank if owner == 0 else 8 - rank  # ranks left in front of the piece
+    if piece in (0, 1) and ahead == 0 or piece == 2 and ahead < 2:
+        return False
+    if piece == 0:  # no second unpromoted pawn of the same owner on the file
+        file_ = board[square - rank:square - rank + 9]
+        return not (file_ == 14 * owner).any()
+    return True
+
+
+def random_scattered_sfen(rng: np.random.Generator, crowd_enemy_king: bool = False) -> str:
+    """A random legal position with all 40 pieces over both boards and hands.
+
+    Each non-king piece goes to a random owner, to the hand (1 in 4) or a random empty
+    square, promoted there with probability 0.3 when it can be; unpromoted pieces
+    never stand where they could not move, and no file holds two unpromoted pawns of
+    one side. The side to move is random and the other side is not in check. With
+    ``crowd_enemy_king`` the side to move gets a pawn in hand (its pawns on the board
+    promoted) and the pieces first fill the squares around the other king, the one in
+    front of it left empty: pawn-drop mates become common.
+    """
+    while True:
+        board = np.full(81, -1, np.int64)
+        hands = np.zeros((2, 7), np.int64)
+        color = int(rng.integers(2))
+        kings = rng.choice(81, size=2, replace=False)  # [0] black's, [1] white's
+        board[kings[0]], board[kings[1]] = _KING, 14 + _KING
+        enemy_king = int(kings[1 - color])
+        keep_empty = -1
+        near = []
+        if crowd_enemy_king:
+            f, r = divmod(enemy_king, 9)
+            front = r + 1 if color == 0 else r - 1  # where the mover's pawn would drop
+            if not 0 <= front <= 8:
+                continue
+            keep_empty = f * 9 + front
+            if board[keep_empty] >= 0:
+                continue
+            near = [x * 9 + y for x in range(f - 2, f + 3) for y in range(r - 2, r + 3)
+                    if 0 <= x <= 8 and 0 <= y <= 8 and board[x * 9 + y] < 0 and x * 9 + y != keep_empty]
+        kinds = list(rng.permutation(_KINDS))
+        if crowd_enemy_king:
+            kinds.remove(0)
+            hands[color, 0] += 1
+        for i, kind in enumerate(kinds):
+            owner = int(rng.integers(2))
+            if rng.random() < 0.25:
+                hands[owner, kind] += 1
+                continue
+            crowd = crowd_enemy_king and bool(near)
+            square = int(rng.choice(near) if crowd else rng.choice(np.flatnonzero(board < 0)))
+            if square == keep_empty or board[square] >= 0:
+                hands[owner, kind] += 1
+                continue
+            if crowd:
+                near.remove(square)
+            promoted = kind != 6 and (rng.random() < 0.3 or not _placeable(board, square, kind, owner))
+            promoted |= crowd_enemy_king and kind == 0 and owner == color  # keeps every file open to a drop
+            board[square] = 14 * owner + (kind + 8 if promoted else kind)
+        sfen = notation._format_sfen(board, hands, color, 1)
+        try:
+            notation.parse_sfen(sfen)  # rejects the side not to move being in check
+        except ValueError:
+            continue
+        return cshogi.Board(sfen).sfen()

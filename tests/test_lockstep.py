@@ -135,12 +135,12 @@ def run_lockstep(batched_step, games: list[tuple[str, bool]], max_plies: int, se
     return stats
 
 
-def test_step__matches_cshogi_over_300_random_games(batched_step, openings):
-    games = _starts(seed=1, openings=openings, n_standard=150, n_816k=76, n_book=74)
-    assert len(games) == 300
+def test_step__matches_cshogi_over_520_random_games(batched_step, openings):
+    games = _starts(seed=1, openings=openings, n_standard=260, n_816k=130, n_book=130)
+    assert len(games) == 520
     stats = run_lockstep(batched_step, games, max_plies=300, seed=1)
     print(dict(stats))
-    assert stats["positions"] >= 50_000
+    assert stats["positions"] >= 90_000
     # The bias reaches the special cases: many drops, promotions and checks, and mates.
     for kind in ("drops", "promotions", "captures", "checks"):
         assert stats[kind] >= 1000, (kind, stats)

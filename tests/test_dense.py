@@ -1,0 +1,148 @@
+"""The dense core (``envs.dense``) against cshogi and against pgx's generator.
+
+Random scattered positions (all 40 pieces over both boards and hands, random
+promotions and side to move) reach what games from the start rarely do; a second set
+crowds pieces around the enemy king so that pawn-drop mates are common. On every
+position the legal moves must equal cshogi's, and mask, check and observation must
+equal those of the pgx core (``core="pgx"``), which stays the reference.
+"""
+
+import functools
+import re
+
+import cshogi
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from envs import dense, env, movegen, notation
+from helpers import cshogi_moves, random_scattered_sfen
+
+SCATTERED = 20_480
+CROWDED = 4_096
+
+
+def _mover_frame_arrays(sfens):
+    boards, hands, colors = [], [], []
+    for sfen in sfens:
+        board, hand, color, _ = notation.parse_sfen(sfen)
+        board, hand = notation._to_mover_frame(board, hand, color)
+        boards.append(board)
+        hands.append(hand)
+        colors.append(color)
+    return np.array(boards, np.int32), np.array(hands, np.int32), np.array(colors, np.int32)
+
+
+@functools.partial(jax.jit, static_argnames="core")
+def _analyze(board, hand, color, core):
+    def one(board, hand, color):
+        x = movegen.GameState(board=board, hand=hand, color=color)
+        mask, checked = movegen.analyze(x, core)
+        return mask, checked, movegen.observe(x, core)
+
+    return jax.vmap(one)(board, hand, color)
+
+
+def _evaluate(sfens, chunk=4096):
+    """Host arrays of (mask, checked, observation) for both cores."""
+    board, hand, color = _mover_frame_arrays(sfens)
+    out = {}
+    for core in ("dense", "pgx"):
+        parts = [_analyze(board[i:i + chunk], hand[i:i + chunk], color[i:i + chunk], core)
+                 for i in range(0, len(sfens), chunk)]
+        out[core] = [np.concatenate([np.asarray(p[k]) for p in parts]) for k in range(3)]
+    return board, color, out
+
+
+@pytest.fixture(scope="module")
+def scattered():
+    rng = np.random.default_rng(20480)
+    sfens = [random_scattered_sfen(rng) for _ in range(SCATTERED)]
+    return sfens, *_evaluate(sfens)
+
+
+@pytest.fixture(scope="module")
+def crowded():
+    rng = np.random.default_rng(4096)
+    sfens = [random_scattered_sfen(rng, crowd_enemy_king=True) for _ in range(CROWDED)]
+    return sfens, *_evaluate(sfens)
+
+
+def _assert_moves_match_cshogi(sfens, board, color, masks):
+    for i, sfen in enumerate(sfens):
+        actions = np.flatnonzero(masks[i])
+        ours = {notation._action_to_usi(board[i], int(color[i]), int(a)) for a in actions}
+        theirs = cshogi_moves(cshogi.Board(sfen))
+        assert ours == theirs, f"{sfen}: only ours {sorted(ours - theirs)}, only cshogi's {sorted(theirs - ours)}"
+
+
+def test_scattered_positions__legal_moves_equal_cshogi(scattered):
+    sfens, board, color, out = scattered
+    masks, checked, _ = out["dense"]
+    _assert_moves_match_cshogi(sfens, board, color, masks)
+    check_flags = np.array([cshogi.Board(s).is_check() for s in sfens])
+    np.testing.assert_array_equal(checked, check_flags)
+    # The set is varied: drops, promotions, checks and positions with no legal move.
+    assert check_flags.sum() > 1000 and (masks.sum(axis=1) == 0).sum() >= 1
+    assert masks[:, 20 * 81:].any(axis=1).mean() > 0.9
+    assert masks[:, 10 * 81:20 * 81].any(axis=1).mean() > 0.5
+
+
+def test_scattered_positions__mask_check_and_observation_equal_pgx(scattered):
+    *_, out = scattered
+    for name, ours, reference in zip(("mask", "check", "observation"), out["dense"], out["pgx"]):
+        different = np.flatnonzero((ours != reference).reshape(len(ours), -1).any(axis=1))
+        assert different.size == 0, f"{name} differs from pgx's on {different.size} positions, e.g. {different[:5]}"
+
+
+def _is_pawn_drop_mate_square(sfen: str, legal: set[str]) -> bool:
+    """Whether dropping a pawn in front of the enemy king is refused only as pawn-drop mate.
+
+    In the crowded set the mover holds a pawn, has no unpromoted pawn on the board and
+    the square is empty; not being in check, any refusal can only be the mate rule.
+    """
+    board = cshogi.Board(sfen)
+    file_, rank = divmod(board.king_square(1 - board.turn), 9)
+    rank += 1 if board.turn == cshogi.BLACK else -1
+    if not 0 <= rank <= 8 or board.piece(file_ * 9 + rank) != cshogi.NONE or board.is_check():
+        return False
+    return f"P*{file_ + 1}{'abcdefghi'[rank]}" not in legal
+
+
+def test_crowded_positions__pawn_drop_mates_are_refused_like_cshogi(crowded):
+    sfens, board, color, out = crowded
+    masks = out["dense"][0]
+    _assert_moves_match_cshogi(sfens, board, color, masks)
+    mates = sum(_is_pawn_drop_mate_square(s, cshogi_moves(cshogi.Board(s))) for s in sfens)
+    assert mates >= 100, mates
+    np.testing.assert_array_equal(masks, out["pgx"][0])
+
+
+def test_custom_vmap__unbatched_nested_and_odd_batches_agree():
+    """One position, a batch of 45 (not a multiple of 32) and a vmap of a vmap."""
+    rng = np.random.default_rng(45)
+    board, hand, color = _mover_frame_arrays([random_scattered_sfen(rng) for _ in range(45)])
+    batched = jax.jit(jax.vmap(dense.analyze))(board, hand)
+    nested = jax.jit(jax.vmap(jax.vmap(dense.analyze)))(board.reshape(5, 9, 81), hand.reshape(5, 9, 2, 7))
+    single = jax.jit(dense.analyze)(board[7], hand[7])
+    np.testing.assert_array_equal(np.asarray(nested[0]).reshape(45, -1), batched[0])
+    np.testing.assert_array_equal(single[0], batched[0][7])
+    assert bool(single[1]) == bool(batched[1][7])
+    # An unbatched argument under vmap is broadcast: the same hand for every board.
+    shared = jax.jit(jax.vmap(dense.analyze, in_axes=(0, None)))(board, hand[0])
+    np.testing.assert_array_equal(shared[0][0], batched[0][0])
+
+
+def test_step__compiles_without_gathers_or_scatters():
+    """The batched step plus observation: no data-dependent gathers or scatters in the HLO."""
+    rules = env.Rules(history=17)
+    state = jax.tree.map(lambda a: jnp.stack([a, a]), notation.from_sfen(notation.STARTPOS_SFEN, rules))
+
+    def step(state, action):
+        state = env.step(state, action, rules)
+        return state, env.observe(state)
+
+    hlo = jax.jit(jax.vmap(step)).lower(state, jnp.zeros(2, jnp.int32)).compile().as_text()
+    assert re.search(r"\bgather\(", hlo) is None
+    assert re.search(r"\bscatter\(", hlo) is None
