@@ -126,6 +126,9 @@ def _check_position(sfen, board, hands, color):
         files = (board.reshape(9, 9) == pawn).sum(axis=1)
         if (files > 1).any():
             _fail(sfen, f"SFEN has two unpromoted pawns of one side on file {int(np.argmax(files > 1)) + 1}")
+    (black_file, black_rank), (white_file, white_rank) = (divmod(int(np.argmax(board == k)), 9) for k in (7, 21))
+    if max(abs(black_file - white_file), abs(black_rank - white_rank)) == 1:
+        _fail(sfen, "SFEN has the two kings on adjacent squares")  # cshogi's is_check misses this
     waiting = cshogi.Board(_format_sfen(board, hands, 1 - color, 1))
     if waiting.is_check():
         _fail(sfen, "SFEN leaves the side not to move in check")

@@ -137,6 +137,7 @@ STARTPOS_BOARD = STARTPOS.split()[0]
         ("L3k4/9/9/9/9/9/9/9/4K4 b - 1", "never move"),
         ("4k4/4R4/9/9/9/9/9/9/4K4 b - 1", "not to move in check"),  # white king attacked, black to move
         ("4k4/9/9/9/9/9/9/4r4/4K4 w - 1", "not to move in check"),
+        ("9/9/9/9/4k4/3K5/9/9/9 b - 1", "kings on adjacent squares"),  # cshogi sees no check
     ],
 )
 def test_from_sfen__malformed_sfen_raises(sfen, message):
