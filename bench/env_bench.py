@@ -1,6 +1,6 @@
 """Environment throughput: pgx's shogi against our dense core, and the cost of resets.
 
-    python bench/env_bench.py [--batch-sizes 64,256,1024] [--repeats 3] [--steps 4] [--quick]
+    python bench/env_bench.py [--batch-sizes 64,256,1024] [--repeats 3] [--steps 16] [--quick]
 
 On whatever backend JAX picks, for each batch size, timed alternately (median of
 ``--repeats``) after everything is compiled:
@@ -234,7 +234,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch-sizes", default="64,256,1024", help="comma-separated batch sizes")
     parser.add_argument("--repeats", type=int, default=3, help="timed repetitions per measurement (median)")
-    parser.add_argument("--steps", type=int, default=4, help="plies (or resets) per timed call")
+    parser.add_argument("--steps", type=int, default=16, help="plies (or resets) per timed call")
     parser.add_argument("--perft-depth", type=int, default=5, help="perft depth to time (0: skip)")
     parser.add_argument("--quick", action="store_true", help="smoke test: batch 64, 2 repeats, 2 plies, perft(3)")
     args = parser.parse_args(argv)
