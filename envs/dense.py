@@ -48,8 +48,6 @@ STEPPERS = (
 SLIDERS = ((L, R, D), (B, H), (B, H), (R, D), (R, D), (R, D), (B, H), (B, H), (), ())
 PROMOTABLE = (P, L, N, S, B, R)
 
-NUM_PLANES = 62  # board-dependent observation planes: (14 pieces, 14 attacks, 3 counts) x 2
-
 ONES = np.uint32(0xFFFFFFFF)
 
 
@@ -122,11 +120,11 @@ class _Side:
     def sliders(self, d):
         return _union(self.planes, SLIDERS[d])
 
-    def attacks(self, empty, exclude=()):
+    def attacks(self, empty):
         """Every square this side attacks, blockers ``~empty``: [9, 9, W]."""
         out = jnp.zeros_like(self.occupied)
         for d in range(10):
-            out = out | shift(self.steppers(d, exclude), self.move(d))
+            out = out | shift(self.steppers(d), self.move(d))
             if SLIDERS[d]:
                 out = out | ray(self.sliders(d), self.move(d), empty)
         return out

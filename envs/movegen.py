@@ -2,9 +2,10 @@
 
 Every other module reaches move generation through the functions here. Two cores
 sit behind them, chosen by name (``core=``, ``Rules.movegen``): ``"dense"``, the
-bit-sliced whole-board generator of ``envs.dense`` (the default, ~20-100x faster),
-and ``"pgx"``, pgx's own generator with its pawn-drop-mate bug fixed, kept as the
-reference the tests and benchmarks compare against. Both give identical results.
+bit-sliced whole-board generator of ``envs.dense`` (the default; its legal mask is
+60-90x faster than pgx's on a CPU), and ``"pgx"``, pgx's own generator with its
+pawn-drop-mate bug fixed, kept as the reference the tests and benchmarks compare
+against. Both give identical results.
 
 The position is pgx's ``GameState`` (``x``), always seen from the side to move:
 ``board`` [81] int32 holds -1 for empty, 0..13 for the mover's pieces and 14..27
