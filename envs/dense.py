@@ -361,6 +361,20 @@ def source_batch(board: Array, to: Array, direction: Array) -> Array:
     return unpack(found.reshape(81, -1), batch)
 
 
+CPU_BLOCK = 256  # positions per pass on a CPU: a plane of 8 words keeps the working set in cache
+
+
+def _in_blocks(fn, args, batch: int):
+    """``fn`` over the batch in blocks of ``CPU_BLOCK`` positions on a CPU (one compiled
+    body in a loop), over the whole batch at once elsewhere."""
+    if jax.default_backend() != "cpu" or batch <= CPU_BLOCK:
+        return fn(*args)
+    blocks = -(-batch // CPU_BLOCK)
+    padded = [jnp.pad(a, [(0, blocks * CPU_BLOCK - batch)] + [(0, 0)] * (a.ndim - 1)) for a in args]
+    out = lax.map(lambda chunk: fn(*chunk), [a.reshape((blocks, CPU_BLOCK) + a.shape[1:]) for a in padded])
+    return jax.tree.map(lambda o: o.reshape((blocks * CPU_BLOCK,) + o.shape[2:])[:batch], out)
+
+
 def _batched(fn):
     """One position in, one out; under ``vmap`` the batch is handled by ``fn`` at once."""
 
@@ -372,7 +386,7 @@ def _batched(fn):
     @single.def_vmap
     def rule(axis_size, in_batched, *args):
         args = [a if batched else jnp.broadcast_to(a, (axis_size,) + a.shape) for a, batched in zip(args, in_batched)]
-        out = fn(*args)
+        out = _in_blocks(fn, args, axis_size)
         return out, jax.tree.map(lambda _: True, out)
 
     return single
