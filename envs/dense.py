@@ -315,8 +315,7 @@ def unpack(words: Array, batch: int) -> Array:
 def piece_planes(board: Array) -> Array:
     """pgx boards [B, 81] int32 -> [28, 9, 9, W] piece planes."""
     onehot = board[:, None, :] == jnp.arange(28, dtype=board.dtype)[None, :, None]  # [B, 28, 81]
-    # Computed once: left to itself XLA fuses the packing into each of its many consumers.
-    return lax.optimization_barrier(pack(onehot.reshape(board.shape[0], 28, 9, 9)))
+    return pack(onehot.reshape(board.shape[0], 28, 9, 9))
 
 
 def analyze_batch(board: Array, hand: Array) -> tuple[Array, Array]:

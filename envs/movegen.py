@@ -114,9 +114,7 @@ def advance(x: GameState, action: Array, core: str = "dense") -> tuple[GameState
     The returned state's ``legal_action_mask`` is already computed.
     """
     play_, analyze_ = _core(core)
-    # The barrier keeps XLA from fusing the board update into every consumer of the
-    # new board (it would recompute it per square and piece kind: 4x slower).
-    x = jax.lax.optimization_barrier(play_(x, action))
+    x = play_(x, action)
     x = x._replace(color=1 - x.color, step_count=x.step_count + 1)
     mask, checked = analyze_(x)
     return x._replace(legal_action_mask=mask), checked
@@ -149,6 +147,7 @@ def observe(x: GameState, core: str = "dense") -> Array:
     the same 31 for the opponent, hands (P 8, L N S G 4 each, B R 2 each) for both
     sides, and one plane set when the mover is in check.
     """
-    if _core(core) is CORES["pgx"]:
+    _core(core)  # validates the name
+    if core == "pgx":
         return pgx_shogi._observe(x, True)
     return dense.observe(x.board, x.hand)
