@@ -20,7 +20,6 @@ Then perft(5) from the standard start with the dense core, compiled first
 
 import argparse
 import csv
-import functools
 import os
 import re
 import statistics
