@@ -1,17 +1,27 @@
-"""Batched tree search with mctx over the true environment as the model.
+"""Batched tree search over the true environment as the model: the one search API.
 
-B games, A = 2187 actions. The tree's embedding is the game ``State`` with its
-repetition history cut to a short window (``history_window`` plies), so a node holds
-the board, hands, legal mask and a few hashes, never an observation; observations
-are computed only to evaluate the network.
+``make_search`` builds ``search(params, rng_key, games) -> SearchResult`` once from
+the run's ``Rules``; self-play, the evaluation agent, the USI engine and the reports
+use only that. Nothing outside this module reads mctx's tree or knows which algorithm
+ran.
+
+Shapes: B games, A = 2187 actions, L = ``pv_length``. Values are from the side to
+move's view, in [-1, 1].
+
+The tree's embedding is the game ``State`` with its repetition history cut to a short
+window (``history_window`` plies), so a node holds the board, hands, legal mask and a
+few hashes, never an observation; observations are computed only to evaluate the
+network.
 """
 
-import functools
+import dataclasses
 from typing import Callable
 
+import chex
 import jax
 import jax.numpy as jnp
 import mctx
+import ml_collections
 from jax import Array
 
 from envs import env
@@ -19,6 +29,31 @@ from envs import env
 Params = dict
 # (params, observations [B, 9, 9, 119]) -> (logits [B, A], value [B])
 ApplyFn = Callable[[Params, Array], tuple[Array, Array]]
+ALGORITHMS = ("gumbel", "puct")
+
+
+@chex.dataclass(frozen=True)
+class SearchResult:
+    """What one search says about each root."""
+
+    action: Array  # [B] int32, the move to play: the search's choice (Gumbel), the most
+    # visited move (PUCT), or the prior's best move when num_simulations == 0
+    policy: Array  # [B, A] float32, the improved policy (the policy target); 0 off the legal moves
+    visit_counts: Array  # [B, A] int32, root visits per action
+    q: Array  # [B, A] float32, Q of each root action (0 where unvisited)
+    chosen_q: Array  # [B] float32, Q of ``action`` (the search value if it was not visited)
+    root_value: Array  # [B] float32, the network's value of the root
+    search_value: Array  # [B] float32, the root's value after the search
+    pv: Array  # [B, L] int32, ``action`` then the most visited reply at each node; -1 past the tree
+
+
+def rules_from_config(config: ml_collections.ConfigDict) -> env.Rules:
+    """The game rules of a run's config (``config.env``), with the full repetition history."""
+    return env.Rules(
+        max_length=config.env.max_length,
+        declaration=config.env.declaration,
+        history=config.env.max_length + 1,
+    )
 
 
 def mask_logits(logits: Array, legal: Array) -> Array:
@@ -32,14 +67,14 @@ def evaluate(apply_fn: ApplyFn, params: Params, games: env.State) -> tuple[Array
     return mask_logits(logits, games.legal_action_mask), value
 
 
-def make_recurrent_fn(apply_fn: ApplyFn, tree_rules: env.Rules) -> mctx.RecurrentFn:
+def _recurrent_fn(apply_fn: ApplyFn, tree_rules: env.Rules) -> mctx.RecurrentFn:
     """mctx's model step: play the action, evaluate the child with the network.
 
     reward: the mover's reward; discount: -1 between the players, 0 once the game is
     over, when the value is 0 too. Priors are masked at every node (mctx masks only
     the root).
     """
-    step = jax.vmap(functools.partial(env.step, rules_=tree_rules))
+    step = jax.vmap(lambda s, a: env.step(s, a, tree_rules))
 
     def recurrent_fn(params, rng_key, action, games):
         del rng_key
@@ -59,40 +94,75 @@ def make_recurrent_fn(apply_fn: ApplyFn, tree_rules: env.Rules) -> mctx.Recurren
     return recurrent_fn
 
 
+def _principal_variation(tree: mctx.Tree, action: Array, length: int) -> Array:
+    """[B, length]: ``action``, then the most visited child at each node; -1 once a
+    node is unexpanded or its game has ended."""
+    batch = jnp.arange(action.shape[0])
+    actions = [action]
+    child = tree.children_index[batch, 0, action]
+    for _ in range(length - 1):
+        ok = child >= 0
+        node = jnp.maximum(child, 0)
+        ok &= ~tree.embeddings.done[batch, node]
+        visits = tree.children_visits[batch, node]
+        best = jnp.argmax(visits, axis=-1).astype(action.dtype)
+        ok &= visits[batch, best] > 0
+        actions.append(jnp.where(ok, best, -1))
+        child = jnp.where(ok, tree.children_index[batch, node, best], -1)
+    return jnp.stack(actions, axis=1)
+
+
 def make_search(
     apply_fn: ApplyFn,
     rules: env.Rules,
     *,
-    algorithm: str,
+    algorithm: str = "gumbel",
     num_simulations: int,
     max_num_considered_actions: int = 16,
     gumbel_scale: float = 1.0,
     dirichlet_alpha: float = 0.15,
     dirichlet_fraction: float = 0.25,
     history_window: int = 16,
-) -> Callable[[Params, Array, env.State], mctx.PolicyOutput]:
-    """``search(params, rng_key, games [B]) -> mctx.PolicyOutput`` (action [B],
-    action_weights [B, A], search_tree).
+    pv_length: int = 1,
+) -> Callable[[Params, Array, env.State], SearchResult]:
+    """``search(params, rng_key, games [B]) -> SearchResult``.
 
     ``algorithm``: "gumbel" (Gumbel MuZero, sequential halving over
-    ``max_num_considered_actions``) or "puct" (MuZero's PUCT with Dirichlet noise).
+    ``max_num_considered_actions``, Gumbel noise scaled by ``gumbel_scale``) or "puct"
+    (MuZero's PUCT with Dirichlet noise). ``num_simulations == 0`` searches nothing:
+    the prior's best legal move. The tree judges repetition within ``history_window``
+    plies; every other rule is ``rules``'s.
     """
-    tree_rules = env.Rules(
-        max_length=rules.max_length,
-        declaration=rules.declaration,
-        repetitions=rules.repetitions,
-        perpetual_check_loses=rules.perpetual_check_loses,
-        history=history_window,
-    )
-    recurrent_fn = make_recurrent_fn(apply_fn, tree_rules)
-    shorten = jax.vmap(functools.partial(env.with_history, size=history_window))
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"search.algorithm must be 'gumbel' or 'puct', got {algorithm!r}")
+    if num_simulations < 0 or pv_length < 1:
+        raise ValueError(f"num_simulations must be >= 0 and pv_length >= 1, got {num_simulations}, {pv_length}")
+    tree_rules = dataclasses.replace(rules, history=history_window)
+    recurrent_fn = _recurrent_fn(apply_fn, tree_rules)
+    shorten = jax.vmap(lambda s: env.with_history(s, history_window))
 
-    def search(params: Params, rng_key: Array, games: env.State) -> mctx.PolicyOutput:
+    def policy_only(logits: Array, value: Array) -> SearchResult:
+        action = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+        batch, actions = logits.shape
+        return SearchResult(
+            action=action,
+            policy=jax.nn.softmax(logits, axis=-1),
+            visit_counts=jnp.zeros((batch, actions), jnp.int32),
+            q=jnp.zeros((batch, actions), jnp.float32),
+            chosen_q=value,
+            root_value=value,
+            search_value=value,
+            pv=jnp.concatenate([action[:, None], jnp.full((batch, pv_length - 1), -1, jnp.int32)], axis=1),
+        )
+
+    def search(params: Params, rng_key: Array, games: env.State) -> SearchResult:
         logits, value = evaluate(apply_fn, params, games)
+        if num_simulations == 0:
+            return policy_only(logits, value)
         root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=shorten(games))
         invalid_actions = ~games.legal_action_mask
         if algorithm == "gumbel":
-            return mctx.gumbel_muzero_policy(
+            out = mctx.gumbel_muzero_policy(
                 params,
                 rng_key,
                 root,
@@ -102,8 +172,8 @@ def make_search(
                 max_num_considered_actions=max_num_considered_actions,
                 gumbel_scale=gumbel_scale,
             )
-        if algorithm == "puct":
-            return mctx.muzero_policy(
+        else:
+            out = mctx.muzero_policy(
                 params,
                 rng_key,
                 root,
@@ -113,12 +183,22 @@ def make_search(
                 dirichlet_alpha=dirichlet_alpha,
                 dirichlet_fraction=dirichlet_fraction,
             )
-        raise ValueError(f"search.algorithm must be 'gumbel' or 'puct', got {algorithm!r}")
+        summary = out.search_tree.summary()
+        visits = summary.visit_counts
+        # mctx's PUCT samples its action from the visits; AlphaZero plays the most visited.
+        action = out.action if algorithm == "gumbel" else jnp.argmax(visits, axis=-1)
+        action = action.astype(jnp.int32)
+        picked = jnp.take_along_axis(summary.qvalues, action[:, None], axis=1)[:, 0]
+        visited = jnp.take_along_axis(visits, action[:, None], axis=1)[:, 0] > 0
+        return SearchResult(
+            action=action,
+            policy=out.action_weights,
+            visit_counts=visits,
+            q=summary.qvalues,
+            chosen_q=jnp.where(visited, picked, summary.value),
+            root_value=value,
+            search_value=summary.value,
+            pv=_principal_variation(out.search_tree, action, pv_length),
+        )
 
     return search
-
-
-def chosen_q(policy_output: mctx.PolicyOutput, action: Array) -> Array:
-    """The search's Q of ``action`` at the root, from the mover's view: [B]."""
-    q = policy_output.search_tree.summary().qvalues
-    return jnp.take_along_axis(q, action[:, None], axis=1)[:, 0]

@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
-from envs import movegen, rules
-from envs.movegen import NUM_ACTIONS, OBSERVATION_SHAPE, GameState
+from envs import endings, movegen
+from envs.movegen import NUM_ACTIONS, OBSERVATION_SHAPE, GameState  # noqa: F401 (re-exported)
 
 # Why a game ended: State.end_reason.
 ONGOING, MATE, REPETITION, PERPETUAL_CHECK, DECLARATION, MAX_LENGTH = range(6)
@@ -58,7 +58,7 @@ class State(NamedTuple):
     truncated: Array  # [] bool, the game reached Rules.max_length
     end_reason: Array  # [] int32, one of ONGOING..MAX_LENGTH
     checked: Array  # [] bool, the side to move is in check
-    hash: Array  # [2] uint32, hash of the position (envs.rules.position_hash)
+    hash: Array  # [2] uint32, hash of the position (envs.endings.position_hash)
     history: Array  # [H, 2] uint32, hash of the position at ply p in slot p % H
     check_history: Array  # [H] bool, the mover of that position was in check
     start_scheme: Array  # [] int32, index of the start scheme that began this game
@@ -83,18 +83,18 @@ class State(NamedTuple):
         return self.terminated | self.truncated
 
 
-def init_from(x: GameState, rules_: Rules, *, start_scheme=0, start_move_number=1) -> State:
+def init_from(x: GameState, rules: Rules, *, start_scheme=0, start_move_number=1) -> State:
     """A consistent state for any position: mask, check, hash, terminal status.
 
     ``x.legal_action_mask`` is recomputed; ``x.step_count`` is reset to 0.
     """
-    mask, checked = movegen.analyze(x, rules_.movegen)
+    mask, checked = movegen.analyze(x, rules.movegen)
     x = x._replace(step_count=jnp.int32(0), legal_action_mask=mask)
-    h = rules.position_hash(x)
-    history = jnp.zeros((rules_.history, rules.HASH_WORDS), jnp.uint32).at[0].set(h)
-    check_history = jnp.zeros((rules_.history,), jnp.bool_).at[0].set(checked)
+    h = endings.position_hash(x)
+    history = jnp.zeros((rules.history, endings.HASH_WORDS), jnp.uint32).at[0].set(h)
+    check_history = jnp.zeros((rules.history,), jnp.bool_).at[0].set(checked)
     no_move = ~x.legal_action_mask.any()
-    declared = rules.can_declare(x, checked) if rules_.declaration else jnp.bool_(False)
+    declared = endings.can_declare(x, checked) if rules.declaration else jnp.bool_(False)
     terminated = no_move | declared
     result = jnp.where(no_move, -1.0, jnp.where(declared, 1.0, 0.0))
     return State(
@@ -118,26 +118,26 @@ def _by_colour(result_for_mover: Array, color: Array) -> Array:
     return jnp.where(color == 0, mover, mover[::-1])
 
 
-def step(state: State, action: Array, rules_: Rules) -> State:
+def step(state: State, action: Array, rules: Rules) -> State:
     """Plays a legal ``action``. A finished game stays as it is, with zero rewards."""
-    x, checked = movegen.advance(state.x, action, rules_.movegen)
+    x, checked = movegen.advance(state.x, action, rules.movegen)
     ply = x.step_count
-    h = rules.position_hash(x)
-    written = jnp.arange(rules_.history) == ply % rules_.history  # a mask, not a scatter
+    h = endings.position_hash(x)
+    written = jnp.arange(rules.history) == ply % rules.history  # a mask, not a scatter
     history = jnp.where(written[:, None], h, state.history)
     check_history = jnp.where(written, checked, state.check_history)
 
     no_move = ~x.legal_action_mask.any()
-    repeated, repetition_result = rules.repetition_outcome(
-        history, check_history, ply, repetitions=rules_.repetitions
+    repeated, repetition_result = endings.repetition_outcome(
+        history, check_history, ply, repetitions=rules.repetitions
     )
     repeated &= ~no_move
-    if not rules_.perpetual_check_loses:
+    if not rules.perpetual_check_loses:
         repetition_result = jnp.zeros_like(repetition_result)
     declared = ~no_move & ~repeated
-    declared &= rules.can_declare(x, checked) if rules_.declaration else jnp.bool_(False)
+    declared &= endings.can_declare(x, checked) if rules.declaration else jnp.bool_(False)
     terminated = no_move | repeated | declared
-    truncated = ~terminated & (ply >= rules_.max_length)
+    truncated = ~terminated & (ply >= rules.max_length)
 
     result = jnp.where(no_move, -1.0, jnp.where(repeated, repetition_result, jnp.where(declared, 1.0, 0.0)))
     reason = jnp.select(
@@ -160,9 +160,10 @@ def step(state: State, action: Array, rules_: Rules) -> State:
     return jax.tree.map(lambda a, b: jnp.where(state.done, a, b), finished, played)
 
 
-def observe(state: State, core: str = "dense") -> Array:
-    """Network input from the mover's view: [9, 9, 119] bool (pgx's planes)."""
-    return movegen.observe(state.x, core)
+def observe(state: State, rules: Rules) -> Array:
+    """Network input from the mover's view: [9, 9, 119] bool (pgx's planes), by the
+    rules' move generator."""
+    return movegen.observe(state.x, rules.movegen)
 
 
 def with_history(state: State, size: int) -> State:
@@ -175,7 +176,7 @@ def with_history(state: State, size: int) -> State:
     plies = state.ply - jnp.arange(size)  # newest first
     valid = (plies >= 0) & (jnp.arange(size) < old)
     slots_new = jnp.where(valid, plies % size, size)  # out of range -> dropped
-    history = jnp.zeros((size, rules.HASH_WORDS), jnp.uint32).at[slots_new].set(
+    history = jnp.zeros((size, endings.HASH_WORDS), jnp.uint32).at[slots_new].set(
         state.history[plies % old], mode="drop"
     )
     check_history = jnp.zeros((size,), jnp.bool_).at[slots_new].set(state.check_history[plies % old], mode="drop")

@@ -32,6 +32,51 @@ _UNPROMOTED = ["P", "L", "N", "S", "B", "R", "G", "K", "P", "L", "N", "S", "B", 
 _DIRECTION_STEPS = [(0, 1), (-1, 1), (1, 1), (-1, 0), (1, 0), (0, -1), (-1, -1), (1, -1), (-1, 2), (1, 2)]
 
 
+USI_MOVE = re.compile(r"[1-9][a-i][1-9][a-i]\+?|[PLNSGBR]\*[1-9][a-i]")  # board move or drop
+
+
+def is_usi_move(text: str) -> bool:
+    """Is ``text`` shaped like a USI move (``7g7f``, ``8h2b+``, ``P*5e``)? Legality aside."""
+    return USI_MOVE.fullmatch(text) is not None
+
+
+def split_position(text: str) -> tuple[str, list[str]]:
+    """``[position] startpos|sfen SFEN|SFEN [moves m1 m2 ...]`` -> (SFEN, moves).
+
+    The one parser of USI ``position`` text (engine commands, books, opening files).
+    The SFEN is returned as written; ``parse_sfen`` validates it.
+    """
+    words = text.split()
+    if words[:1] == ["position"]:
+        words = words[1:]
+    if "moves" in words:
+        index = words.index("moves")
+        head, moves = words[:index], words[index + 1:]
+    else:
+        head, moves = words, []
+    if head == ["startpos"]:
+        return STARTPOS_SFEN, moves
+    if head[:1] == ["sfen"] and len(head) > 1:
+        return " ".join(head[1:]), moves
+    if head and "/" in head[0]:
+        return " ".join(head), moves  # a bare SFEN (book and opening lines)
+    _fail(text, "position must be 'startpos' or 'sfen ...' before 'moves'")
+
+
+def play_line(start_sfen: str, moves) -> tuple[cshogi.Board, list[int]]:
+    """(the cshogi board after the USI ``moves`` from ``start_sfen``, cshogi's moves);
+    ``ValueError`` names the first malformed or illegal move."""
+    board = cshogi.Board(normalize_sfen(start_sfen))
+    played = []
+    for ply, move in enumerate(moves, 1):
+        parsed = board.move_from_usi(move) if is_usi_move(move) else 0
+        if parsed == 0 or not board.is_legal(parsed):
+            _fail(move, f"illegal move (move {ply})")
+        played.append(parsed)
+        board.push(parsed)
+    return board, played
+
+
 def _square_name(sq: int) -> str:
     return f"{sq // 9 + 1}{'abcdefghi'[sq % 9]}"
 
@@ -97,7 +142,7 @@ def parse_sfen(sfen: str) -> tuple[np.ndarray, np.ndarray, int, int]:
 
 def normalize_sfen(sfen: str) -> str:
     """A validated SFEN in cshogi's canonical form (move number included)."""
-    return cshogi.Board(_format_sfen(*parse_sfen(sfen))).sfen()
+    return cshogi.Board(format_sfen(*parse_sfen(sfen))).sfen()
 
 
 def _check_position(sfen, board, hands, color):
@@ -129,12 +174,12 @@ def _check_position(sfen, board, hands, color):
     (black_file, black_rank), (white_file, white_rank) = (divmod(int(np.argmax(board == k)), 9) for k in (7, 21))
     if max(abs(black_file - white_file), abs(black_rank - white_rank)) == 1:
         _fail(sfen, "SFEN has the two kings on adjacent squares")  # cshogi's is_check misses this
-    waiting = cshogi.Board(_format_sfen(board, hands, 1 - color, 1))
+    waiting = cshogi.Board(format_sfen(board, hands, 1 - color, 1))
     if waiting.is_check():
         _fail(sfen, "SFEN leaves the side not to move in check")
 
 
-def _format_sfen(board, hands, color, move_number) -> str:
+def format_sfen(board, hands, color, move_number) -> str:
     """SFEN text from black-frame arrays (cshogi normalises it afterwards)."""
     rows = []
     for rank in range(9):
@@ -159,7 +204,7 @@ def _format_sfen(board, hands, color, move_number) -> str:
     return f"{'/'.join(rows)} {'bw'[color]} {hand or '-'} {move_number}"
 
 
-def _to_mover_frame(board, hands, color):
+def to_mover_frame(board, hands, color):
     if color == 0:
         return board, hands
     flipped = np.where(board >= 0, (board + 14) % 28, -1)[::-1]
@@ -171,26 +216,30 @@ def _black_frame(state: env.State) -> tuple[np.ndarray, np.ndarray, int]:
     color = int(x.color)
     board, hands = np.asarray(x.board), np.asarray(x.hand)
     if color == 1:
-        board, hands = _to_mover_frame(board, hands, 1)  # the flip is its own inverse
+        board, hands = to_mover_frame(board, hands, 1)  # the flip is its own inverse
     return board, hands, color
 
 
 @functools.lru_cache(maxsize=None)
-def _compiled(rules: env.Rules):
-    init = jax.jit(functools.partial(env.init_from, rules_=rules))
-    step = jax.jit(functools.partial(env.step, rules_=rules))
-    return init, step
+def jitted_init(rules: env.Rules):
+    """``jit(env.init_from)`` for ``rules``, compiled once per rules."""
+    return jax.jit(lambda x, move_number: env.init_from(x, rules, start_move_number=move_number))
+
+
+@functools.lru_cache(maxsize=None)
+def jitted_step(rules: env.Rules):
+    """``jit(env.step)`` for ``rules`` (one unbatched game), compiled once per rules."""
+    return jax.jit(lambda state, action: env.step(state, action, rules))
 
 
 def from_sfen(sfen: str, rules: env.Rules = env.Rules()) -> env.State:
     """A state for an SFEN position (with or without the leading ``sfen``)."""
     board, hands, color, move_number = parse_sfen(sfen)
-    board, hands = _to_mover_frame(board, hands, color)
+    board, hands = to_mover_frame(board, hands, color)
     x = movegen.GameState(
         color=jnp.int32(color), board=jnp.asarray(board, jnp.int32), hand=jnp.asarray(hands, jnp.int32)
     )
-    init, _ = _compiled(rules)
-    return init(x, start_move_number=jnp.int32(move_number))
+    return jitted_init(rules)(x, jnp.int32(move_number))
 
 
 def from_position(position: str, rules: env.Rules = env.Rules()) -> env.State:
@@ -199,24 +248,22 @@ def from_position(position: str, rules: env.Rules = env.Rules()) -> env.State:
     The moves are played through the environment, so repetition history counts.
     A leading ``position`` keyword (as in the USI command) is accepted.
     """
-    text = position.strip()
-    if text.startswith("position "):
-        text = text[len("position "):].strip()
-    head, _, moves = text.partition(" moves")
-    if moves and not moves.startswith(" ") and moves.strip():
-        _fail(position, "position has a malformed 'moves' list")
-    head = head.strip()
-    if head == "startpos":
-        state = from_sfen(STARTPOS_SFEN, rules)
-    elif head.startswith("sfen "):
-        state = from_sfen(head[5:], rules)
-    else:
-        _fail(position, "position must start with 'startpos' or 'sfen'")
-    _, step = _compiled(rules)
-    for ply, move in enumerate(moves.split()):
+    sfen, moves = split_position(position)
+    return play_moves(from_sfen(sfen, rules), moves, rules)
+
+
+def play_moves(state: env.State, moves, rules: env.Rules = env.Rules(), *, first_number: int = 1) -> env.State:
+    """``state`` after the USI ``moves``; ``ValueError`` names the first bad one (counting
+    moves from ``first_number``)."""
+    step = jitted_step(rules)
+    for ply, move in enumerate(moves, first_number):
         if bool(state.terminated | state.truncated):
-            _fail(move, f"position plays move {ply + 1} after the game ended")
-        state = step(state, jnp.int32(usi_to_action(state, move)))
+            _fail(move, f"move {ply} is played after the game ended")
+        try:
+            action = usi_to_action(state, move)
+        except ValueError as e:
+            raise ValueError(f"move {ply}: {e}") from None
+        state = step(state, jnp.int32(action))
     return state
 
 
@@ -224,7 +271,7 @@ def to_sfen(state: env.State) -> str:
     """The SFEN of a state, with its move number."""
     board, hands, color = _black_frame(state)
     move_number = int(state.start_move_number) + int(state.ply)
-    return cshogi.Board(_format_sfen(board, hands, color, move_number)).sfen()
+    return cshogi.Board(format_sfen(board, hands, color, move_number)).sfen()
 
 
 def _decode(board: np.ndarray, action: int) -> tuple[int, int, bool, int]:
@@ -250,10 +297,12 @@ def action_to_usi(state: env.State, action: int) -> str:
     mask = np.asarray(state.legal_action_mask)
     if not 0 <= int(action) < movegen.NUM_ACTIONS or not mask[int(action)]:
         raise ValueError(f"action {action} is not legal in {to_sfen(state)}")
-    return _action_to_usi(np.asarray(state.x.board), int(state.current_player), int(action))
+    return board_action_to_usi(np.asarray(state.x.board), int(state.current_player), int(action))
 
 
-def _action_to_usi(board: np.ndarray, color: int, action: int) -> str:
+def board_action_to_usi(board: np.ndarray, color: int, action: int) -> str:
+    """USI text of an action on a board in the mover's frame (legality unchecked);
+    ``ValueError`` when no piece can make it."""
     from_, to, promote, drop = _decode(board, action)
 
     def absolute(sq):
@@ -264,25 +313,48 @@ def _action_to_usi(board: np.ndarray, color: int, action: int) -> str:
     return f"{_square_name(absolute(from_))}{_square_name(absolute(to))}{'+' if promote else ''}"
 
 
-def _legal_table(state: env.State) -> dict[str, int]:
+def line_to_usi(state: env.State, actions) -> list[str]:
+    """USI text of a line of actions played from ``state`` (a principal variation);
+    it stops at the first negative or illegal action."""
+    board = cshogi.Board(to_sfen(state))
+    line = []
+    for action in actions:
+        if action < 0:
+            break
+        squares, hands, color, _ = parse_sfen(board.sfen())
+        mover_board, _ = to_mover_frame(squares, hands, color)
+        try:
+            usi = board_action_to_usi(mover_board, color, int(action))
+        except ValueError:
+            break
+        move = board.move_from_usi(usi)
+        if move == 0 or not board.is_legal(move):
+            break
+        line.append(usi)
+        board.push(move)
+    return line
+
+
+def legal_actions(state: env.State) -> dict[str, int]:
+    """USI text -> action for every legal action of ``state``."""
     board = np.asarray(state.x.board)
     color = int(state.current_player)
     actions = np.flatnonzero(np.asarray(state.legal_action_mask))
-    return {_action_to_usi(board, color, int(a)): int(a) for a in actions}
+    return {board_action_to_usi(board, color, int(a)): int(a) for a in actions}
 
 
 def legal_moves(state: env.State) -> list[str]:
     """The legal moves in USI notation (none once the game has ended)."""
     if bool(state.terminated | state.truncated):
         return []
-    return sorted(_legal_table(state))
+    return sorted(legal_actions(state))
 
 
 def usi_to_action(state: env.State, move: str) -> int:
     """The action of a USI move; ``ValueError`` if it is malformed or illegal."""
-    if not re.fullmatch(r"[1-9][a-i][1-9][a-i]\+?|[PLNSGBR]\*[1-9][a-i]", move):
+    if not is_usi_move(move):
         _fail(move, "malformed USI move")
-    table = _legal_table(state)
+    table = legal_actions(state)
     if move not in table:
         _fail(move, f"illegal move in {to_sfen(state)}")
     return table[move]
@@ -310,18 +382,6 @@ _KIF_END = {
 }
 
 
-def _replay(start_sfen: str, moves: list[str]) -> tuple[cshogi.Board, list[int]]:
-    board = cshogi.Board(_format_sfen(*parse_sfen(start_sfen)))
-    played = []
-    for ply, usi in enumerate(moves):
-        move = board.move_from_usi(usi)
-        if move == 0 or not board.is_legal(move):
-            _fail(usi, f"record move {ply + 1} is illegal")
-        played.append(move)
-        board.push(move)
-    return board, played
-
-
 def to_usi_position(start_sfen: str, moves: list[str]) -> str:
     """A USI ``position`` command for a game (``startpos`` when it is the usual start)."""
     sfen = normalize_sfen(start_sfen)
@@ -335,8 +395,8 @@ def to_kif(start_sfen: str, moves: list[str], *, end: str = "", names=("sente", 
     ``end`` is a reason from ``END_REASONS`` (or ``resign``/``illegal``); empty if
     the game is unfinished.
     """
-    start = cshogi.Board(_format_sfen(*parse_sfen(start_sfen)))
-    _, played = _replay(start_sfen, moves)
+    start = cshogi.Board(format_sfen(*parse_sfen(start_sfen)))
+    _, played = play_line(start_sfen, moves)
     exporter = cshogi.KIF.Exporter()
     exporter.kifu = io.StringIO()
     exporter.prev_move, exporter.move_number = None, 1
@@ -351,8 +411,8 @@ def to_kif(start_sfen: str, moves: list[str], *, end: str = "", names=("sente", 
 
 def to_csa(start_sfen: str, moves: list[str], *, end: str = "", names=("sente", "gote")) -> str:
     """A CSA record of a game from ``start_sfen``; ``end`` as in ``to_kif``."""
-    start = cshogi.Board(_format_sfen(*parse_sfen(start_sfen)))
-    _, played = _replay(start_sfen, moves)
+    start = cshogi.Board(format_sfen(*parse_sfen(start_sfen)))
+    _, played = play_line(start_sfen, moves)
     exporter = cshogi.CSA.Exporter()
     exporter.f = io.StringIO()
     exporter.info(start, names=list(names), version="V2.2")

@@ -170,15 +170,15 @@ def standard_position(key: Array) -> Position:
     return Position(jnp.asarray(_standard_board()), jnp.zeros((2, 7), jnp.int32), jnp.int32(0), jnp.int32(1))
 
 
-def random_start_position(key: Array, plies: int) -> Position:
-    """``plies`` uniformly random legal moves from the standard start."""
+def random_start_position(key: Array, plies: int, core: str = "dense") -> Position:
+    """``plies`` uniformly random legal moves from the standard start (move generator ``core``)."""
 
     def play_one(i, carry):
         x, key = carry
         key, sub = jax.random.split(key)
         mask = x.legal_action_mask
         action = jax.random.categorical(sub, jnp.where(mask, 0.0, -jnp.inf))
-        return jax.lax.cond(mask.any(), lambda: movegen.play(x, action), lambda: x), key
+        return jax.lax.cond(mask.any(), lambda: movegen.play(x, action, core), lambda: x), key
 
     x, _ = jax.lax.fori_loop(0, plies, play_one, (GameState(), key))
     return Position(x.board, x.hand, x.color, jnp.int32(plies + 1))
@@ -209,8 +209,6 @@ def load_book(path: str) -> Position:
     Blank lines and lines starting with '#' are skipped. A bad line raises
     ``ValueError`` naming the file, the line number and what is wrong.
     """
-    import cshogi
-
     from envs import notation
 
     try:
@@ -224,26 +222,12 @@ def load_book(path: str) -> Position:
         if not text or text.startswith("#"):
             continue
         try:
-            if text.startswith("position "):
-                text = text[len("position "):]
-            head, _, moves = text.partition(" moves ")
-            head = head.strip()
-            if head == "startpos":
-                sfen = notation.STARTPOS_SFEN
-            else:
-                sfen = head[5:] if head.startswith("sfen ") else head
-            # Validated and normalised before cshogi sees it: cshogi aborts on a malformed
-            # SFEN and misreads a valid one without move number (or with extra spaces).
-            board = cshogi.Board(notation.normalize_sfen(sfen))
-            for move in moves.split():
-                m = board.move_from_usi(move) if re.fullmatch(r"[1-9][a-i][1-9][a-i]\+?|[PLNSGBR]\*[1-9][a-i]", move) else 0
-                if m == 0 or not board.is_legal(m):
-                    raise ValueError(f"illegal move {move!r}")
-                board.push(m)
+            sfen, moves = notation.split_position(text)
+            board, _ = notation.play_line(sfen, moves)
             b, h, color, number = notation.parse_sfen(board.sfen())
         except ValueError as e:
             raise ValueError(f"book {path} line {lineno}: {e}") from None
-        b, h = notation._to_mover_frame(b, h, color)
+        b, h = notation.to_mover_frame(b, h, color)
         boards.append(b)
         hands.append(h)
         colors.append(color)
@@ -258,11 +242,11 @@ def load_book(path: str) -> Position:
     )
 
 
-def _leaf_fn(leaf: Leaf) -> Callable[[Array], Position]:
+def _leaf_fn(leaf: Leaf, rules: env.Rules) -> Callable[[Array], Position]:
     if isinstance(leaf, Standard):
         return standard_position
     if isinstance(leaf, RandomStart):
-        return lambda key: random_start_position(key, leaf.plies)
+        return lambda key: random_start_position(key, leaf.plies, rules.movegen)
     if isinstance(leaf, Shogi816K):
         return lambda key: shogi816k_position(key, leaf.symmetry)
     book = load_book(leaf.path)
@@ -274,7 +258,7 @@ def make_start_fn(spec: StartSpec | str, rules: env.Rules) -> Callable[[Array, A
     """``start(key, progress) -> State`` for one game; books are read here, once."""
     if isinstance(spec, str):
         spec = parse_start(spec)
-    leaf_fns = [_leaf_fn(leaf) for leaf in spec.leaves]
+    leaf_fns = [_leaf_fn(leaf, rules) for leaf in spec.leaves]
     ends = jnp.asarray(spec.phase_ends[:-1], jnp.float32)
     log_weights = jnp.log(jnp.asarray(spec.weights, jnp.float32))
 

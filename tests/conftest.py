@@ -1,11 +1,10 @@
 """Session-wide fixtures: each jitted function is compiled once and shared.
 
 JAX compiles are the slow part of these tests on a CPU, so tests take their compiled
-functions from here (or from ``envs.notation._compiled``, which caches per ``Rules``).
+functions from here (or from ``envs.notation.jitted_step``, which caches per ``Rules``).
 """
 
 import csv
-import functools
 import os
 import pathlib
 
@@ -21,6 +20,27 @@ OPENINGS = ROOT / "data" / "openings.tsv"
 VARIANT_RULES = env.Rules(max_length=12, declaration=False, perpetual_check_loses=False)
 
 
+def _installed(path: str) -> str:
+    """``path`` if that program is installed; else a skip, or a failure under
+    ``AZSHOGI_STRICT_DEPS`` (CI: a missing dependency must not pass as a skip)."""
+    if os.access(path, os.X_OK):
+        return path
+    message = f"{path} is not installed (make engines)"
+    if os.environ.get("AZSHOGI_STRICT_DEPS"):
+        pytest.fail(message + "; AZSHOGI_STRICT_DEPS requires it")
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def fairy_stockfish() -> str:
+    return _installed("/usr/games/fairy-stockfish")
+
+
+@pytest.fixture(scope="session")
+def gpsusi() -> str:
+    return _installed("/usr/games/gpsusi")
+
+
 @pytest.fixture(scope="session")
 def rules():
     return env.Rules()
@@ -29,12 +49,14 @@ def rules():
 @pytest.fixture(scope="session")
 def batched_step():
     """``jit(vmap(step))`` with the default rules; compiled once per batch size."""
-    return jax.jit(jax.vmap(functools.partial(env.step, rules_=env.Rules())))
+    rules = env.Rules()
+    return jax.jit(jax.vmap(lambda s, a: env.step(s, a, rules)))
 
 
 @pytest.fixture(scope="session")
 def observe_fn():
-    return jax.jit(env.observe)
+    rules = env.Rules()
+    return jax.jit(lambda s: env.observe(s, rules))
 
 
 @pytest.fixture(scope="session")

@@ -27,7 +27,7 @@ def take(tree, i):
 
 def our_moves(state) -> dict[str, int]:
     """USI -> action for every legal action of one (unbatched, host or device) state."""
-    return notation._legal_table(state)
+    return notation.legal_actions(state)
 
 
 # SFEN helpers ----------------------------------------------------------------------
@@ -36,7 +36,7 @@ def our_moves(state) -> dict[str, int]:
 def cshogi_board(sfen: str) -> cshogi.Board:
     """A cshogi board for an SFEN that passed our validation first."""
     board, hands, color, number = notation.parse_sfen(sfen)
-    return cshogi.Board(notation._format_sfen(board, hands, color, number))
+    return cshogi.Board(notation.format_sfen(board, hands, color, number))
 
 
 def normalized(sfen: str) -> str:
@@ -50,8 +50,8 @@ def cshogi_moves(board: cshogi.Board) -> set[str]:
 
 def sfen_of_mover_frame(board, hand, color, move_number=1) -> str:
     """Canonical SFEN of a position given in the mover's frame (like ``GameState``)."""
-    board, hand = notation._to_mover_frame(np.asarray(board), np.asarray(hand), int(color))
-    text = notation._format_sfen(board, hand, int(color), int(move_number))
+    board, hand = notation.to_mover_frame(np.asarray(board), np.asarray(hand), int(color))
+    text = notation.format_sfen(board, hand, int(color), int(move_number))
     notation.parse_sfen(text)  # never hand cshogi something malformed
     return cshogi.Board(text).sfen()
 
@@ -60,14 +60,14 @@ def rotate_sfen(sfen: str) -> str:
     """The same position with the colours swapped (board rotated 180 degrees)."""
     board, hands, color, number = notation.parse_sfen(sfen)
     rotated = np.where(board >= 0, (board + 14) % 28, -1)[::-1]
-    return normalized(notation._format_sfen(rotated, hands[::-1], 1 - color, number))
+    return normalized(notation.format_sfen(rotated, hands[::-1], 1 - color, number))
 
 
 def mirror_sfen(sfen: str) -> str:
     """The same position mirrored left-right (file f -> 10 - f)."""
     board, hands, color, number = notation.parse_sfen(sfen)
     mirrored = board.reshape(9, 9)[::-1].reshape(81)
-    return normalized(notation._format_sfen(mirrored, hands, color, number))
+    return normalized(notation.format_sfen(mirrored, hands, color, number))
 
 
 def drop_move_number(sfen: str) -> str:
@@ -79,7 +79,7 @@ def drop_move_number(sfen: str) -> str:
 
 def play_line(state: env.State, moves, rules: env.Rules = env.Rules()) -> list[env.State]:
     """Plays USI ``moves`` one by one with the (cached) jitted step; all states, start first."""
-    _, step = notation._compiled(rules)
+    step = notation.jitted_step(rules)
     states = [state]
     for move in moves.split() if isinstance(moves, str) else moves:
         states.append(step(states[-1], jnp.int32(notation.usi_to_action(states[-1], move))))
@@ -193,7 +193,7 @@ def random_scattered_sfen(rng: np.random.Generator, crowd_enemy_king: bool = Fal
             promoted = kind != 6 and (rng.random() < 0.3 or not _placeable(board, square, kind, owner))
             promoted |= crowd_enemy_king and kind == 0 and owner == color  # keeps every file open to a drop
             board[square] = 14 * owner + (kind + 8 if promoted else kind)
-        sfen = notation._format_sfen(board, hands, color, 1)
+        sfen = notation.format_sfen(board, hands, color, 1)
         try:
             notation.parse_sfen(sfen)  # rejects the side not to move being in check
         except ValueError:

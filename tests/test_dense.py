@@ -19,15 +19,16 @@ import pytest
 from envs import dense, env, movegen, notation
 from helpers import cshogi_moves, random_scattered_sfen
 
-SCATTERED = 20_480
-CROWDED = 4_096
+# Positions per set: the normal suite checks 2,048 of each kind (one compiled shape),
+# the slow suite 20,480 scattered and 4,096 crowded.
+SIZES = [pytest.param((2_048, 2_048), id="2k"), pytest.param((20_480, 4_096), id="full", marks=pytest.mark.slow)]
 
 
 def _mover_frame_arrays(sfens):
     boards, hands, colors = [], [], []
     for sfen in sfens:
         board, hand, color, _ = notation.parse_sfen(sfen)
-        board, hand = notation._to_mover_frame(board, hand, color)
+        board, hand = notation.to_mover_frame(board, hand, color)
         boards.append(board)
         hands.append(hand)
         colors.append(color)
@@ -55,24 +56,24 @@ def _evaluate(sfens, chunk=4096):
     return board, color, out
 
 
-@pytest.fixture(scope="module")
-def scattered():
+@pytest.fixture(scope="module", params=SIZES)
+def scattered(request):
     rng = np.random.default_rng(20480)
-    sfens = [random_scattered_sfen(rng) for _ in range(SCATTERED)]
-    return sfens, *_evaluate(sfens)
+    sfens = [random_scattered_sfen(rng) for _ in range(request.param[0])]
+    return sfens, *_evaluate(sfens, chunk=2048)
 
 
-@pytest.fixture(scope="module")
-def crowded():
+@pytest.fixture(scope="module", params=SIZES)
+def crowded(request):
     rng = np.random.default_rng(4096)
-    sfens = [random_scattered_sfen(rng, crowd_enemy_king=True) for _ in range(CROWDED)]
-    return sfens, *_evaluate(sfens)
+    sfens = [random_scattered_sfen(rng, crowd_enemy_king=True) for _ in range(request.param[1])]
+    return sfens, *_evaluate(sfens, chunk=2048)
 
 
 def _assert_moves_match_cshogi(sfens, board, color, masks):
     for i, sfen in enumerate(sfens):
         actions = np.flatnonzero(masks[i])
-        ours = {notation._action_to_usi(board[i], int(color[i]), int(a)) for a in actions}
+        ours = {notation.board_action_to_usi(board[i], int(color[i]), int(a)) for a in actions}
         theirs = cshogi_moves(cshogi.Board(sfen))
         assert ours == theirs, f"{sfen}: only ours {sorted(ours - theirs)}, only cshogi's {sorted(theirs - ours)}"
 
@@ -87,8 +88,9 @@ def test_scattered_positions__legal_moves_equal_cshogi(scattered):
     drops, promotions = masks[:, 20 * 81:].any(axis=1), masks[:, 10 * 81:20 * 81].any(axis=1)
     print(f"in check {check_flags.mean():.2f}, drops {drops.mean():.2f}, promotions {promotions.mean():.2f}, "
           f"no move {(masks.sum(axis=1) == 0).sum()}")
-    assert check_flags.sum() > 1000 and (masks.sum(axis=1) == 0).sum() >= 1
-    assert drops.mean() > 0.4 and promotions.mean() > 0.4
+    assert check_flags.mean() > 0.05 and drops.mean() > 0.4 and promotions.mean() > 0.4
+    if len(sfens) > 10_000:
+        assert (masks.sum(axis=1) == 0).sum() >= 1
 
 
 def test_scattered_positions__mask_check_and_observation_equal_pgx(scattered):
@@ -117,20 +119,30 @@ def test_crowded_positions__pawn_drop_mates_are_refused_like_cshogi(crowded):
     masks = out["dense"][0]
     _assert_moves_match_cshogi(sfens, board, color, masks)
     mates = sum(_is_pawn_drop_mate_square(s, cshogi_moves(cshogi.Board(s))) for s in sfens)
-    assert mates >= 100, mates
+    assert mates >= len(sfens) // 40, mates
     np.testing.assert_array_equal(masks, out["pgx"][0])
 
 
-def test_custom_vmap__unbatched_nested_and_odd_batches_agree():
-    """One position, a batch of 45 (not a multiple of 32) and a vmap of a vmap."""
+def _odd_batch():
     rng = np.random.default_rng(45)
-    board, hand, color = _mover_frame_arrays([random_scattered_sfen(rng) for _ in range(45)])
-    batched = jax.jit(jax.vmap(dense.analyze))(board, hand)
-    nested = jax.jit(jax.vmap(jax.vmap(dense.analyze)))(board.reshape(5, 9, 81), hand.reshape(5, 9, 2, 7))
+    board, hand, _ = _mover_frame_arrays([random_scattered_sfen(rng) for _ in range(45)])
+    return board, hand, jax.jit(jax.vmap(dense.analyze))(board, hand)
+
+
+def test_custom_vmap__unbatched_and_odd_batches_agree():
+    """One position and a batch of 45 (not a multiple of 32)."""
+    board, hand, batched = _odd_batch()
     single = jax.jit(dense.analyze)(board[7], hand[7])
-    np.testing.assert_array_equal(np.asarray(nested[0]).reshape(45, -1), batched[0])
     np.testing.assert_array_equal(single[0], batched[0][7])
     assert bool(single[1]) == bool(batched[1][7])
+
+
+@pytest.mark.slow
+def test_custom_vmap__nested_and_broadcast_batches_agree():
+    """A vmap of a vmap, and an unbatched argument under vmap."""
+    board, hand, batched = _odd_batch()
+    nested = jax.jit(jax.vmap(jax.vmap(dense.analyze)))(board.reshape(5, 9, 81), hand.reshape(5, 9, 2, 7))
+    np.testing.assert_array_equal(np.asarray(nested[0]).reshape(45, -1), batched[0])
     # An unbatched argument under vmap is broadcast: the same hand for every board.
     shared = jax.jit(jax.vmap(dense.analyze, in_axes=(0, None)))(board, hand[0])
     np.testing.assert_array_equal(shared[0][0], batched[0][0])
@@ -143,7 +155,7 @@ def test_step__compiles_without_gathers_or_scatters():
 
     def step(state, action):
         state = env.step(state, action, rules)
-        return state, env.observe(state)
+        return state, env.observe(state, rules)
 
     hlo = jax.jit(jax.vmap(step)).lower(state, jnp.zeros(2, jnp.int32)).compile().as_text()
     assert re.search(r"\bgather\(", hlo) is None

@@ -29,10 +29,16 @@ def _cshogi_perft(sfen: str, depth: int) -> list[int]:
     return counts
 
 
+def test_perft__standard_start_to_depth_3():
+    assert perft(notation.STARTPOS_SFEN, 3) == [30, 900, 25470]
+
+
+@pytest.mark.slow
 def test_perft__standard_start_to_depth_5():
     assert perft(notation.STARTPOS_SFEN, 5) == [30, 900, 25470, 719731, 19861490]
 
 
+@pytest.mark.slow
 def test_perft__pgx_reference_core_agrees_to_depth_3():
     assert perft(notation.STARTPOS_SFEN, 3, core="pgx") == [30, 900, 25470]
 

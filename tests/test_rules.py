@@ -242,7 +242,7 @@ def _after_pawn_drop(sfen: str, move: str) -> str:
     assert board[square] < 0 and hands[color, 0] > 0
     board[square] = 0 if color == BLACK else 14
     hands[color, 0] -= 1
-    return notation._format_sfen(board, hands, 1 - color, number + 1)
+    return notation.format_sfen(board, hands, 1 - color, number + 1)
 
 
 def _variants():
@@ -277,7 +277,7 @@ def test_legal_action_mask__pawn_drop_mate_regression_pgx_edge_bug():
 
     state = notation.from_sfen("6R2/8k/9/6NG1/9/9/9/9/K8 b P 1")
     action = 20 * 81 + 2  # drop a pawn (direction 20) on 1c (file index 0, rank index 2)
-    assert notation._action_to_usi(np.asarray(state.x.board), 0, action) == "P*1c"
+    assert notation.board_action_to_usi(np.asarray(state.x.board), 0, action) == "P*1c"
     assert not bool(state.legal_action_mask[action])
     # The position still trips pgx's own generator (else this test would prove nothing).
     assert bool(jax.jit(pgx_shogi._legal_action_mask)(state.x)[action])

@@ -267,7 +267,8 @@ def test_load_book__sfen_without_move_number(tmp_path):
         ("startpos moves 7g7f 7g7f", "illegal move"),
         ("startpos moves 7g7f 3c3d 8h2b+ zz", "illegal move"),
         ("startpos moves 7g7f 3c3d 8h2b++", "illegal move"),
-        ("nonsense", "SFEN needs 3 or 4 fields"),
+        ("nonsense", "must be 'startpos' or 'sfen ...'"),
+        ("sfen nonsense", "SFEN needs 3 or 4 fields"),
     ],
 )
 def test_load_book__bad_line_names_file_and_line(tmp_path, bad_line, message):

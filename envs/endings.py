@@ -5,7 +5,6 @@ the mover's frame plus the side to move, so equal positions have equal hashes
 whatever the move order.
 """
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
