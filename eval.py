@@ -32,7 +32,7 @@ def main(argv=None) -> int:
         if value is not None and value < 1:
             print(f"error: --{name} must be >= 1, got {value}", file=sys.stderr)
             return 2
-    from az import evaluate
+    from az.play import evaluate
 
     try:
         evaluate.run_match(args)

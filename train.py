@@ -94,10 +94,10 @@ def main(argv):
 
     logging.set_verbosity(logging.WARNING)  # orbax logs every file it writes at INFO
     if _CONFIG.value.distributed:
-        from az import distributed
+        from az.train import distributed
 
         distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
-    from az import checkpoint, config, loop
+    from az.train import checkpoint, config, loop
 
     try:
         loop.train(_CONFIG.value, _WORKDIR.value, max_iterations=_MAX_ITERATIONS.value)
@@ -108,5 +108,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     app.run(main, argv=_resolve_config_path(sys.argv), flags_parser=_parse_flags)

@@ -56,3 +56,18 @@ class AZNet(nn.Module):
         v = nn.relu(nn.Dense(self.value_hidden, dtype=self.dtype)(v))
         value = jnp.tanh(nn.Dense(1, dtype=self.dtype)(v))[:, 0]
         return logits.astype(jnp.float32), value.astype(jnp.float32)
+
+
+def make_network(config) -> AZNet:
+    """The network of a run's config (``config.model``)."""
+    return AZNet(
+        num_blocks=config.model.num_blocks,
+        channels=config.model.channels,
+        value_hidden=config.model.value_hidden,
+        dtype=jnp.bfloat16 if config.model.dtype == "bfloat16" else jnp.float32,
+    )
+
+
+def init_params(network: AZNet, rng_key: Array) -> dict:
+    """Fresh parameters (float32, whatever the compute dtype)."""
+    return network.init(rng_key, jnp.zeros((1, 9, 9, 119), jnp.bool_))

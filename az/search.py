@@ -61,9 +61,10 @@ def mask_logits(logits: Array, legal: Array) -> Array:
     return jnp.where(legal, logits, jnp.finfo(logits.dtype).min)
 
 
-def evaluate(apply_fn: ApplyFn, params: Params, games: env.State) -> tuple[Array, Array]:
-    """Masked logits [B, A] and value [B] of the side to move."""
-    logits, value = apply_fn(params, jax.vmap(env.observe)(games))
+def evaluate(apply_fn: ApplyFn, params: Params, games: env.State, rules: env.Rules) -> tuple[Array, Array]:
+    """Masked logits [B, A] and value [B] of the side to move (observed by ``rules``'s
+    move generator)."""
+    logits, value = apply_fn(params, jax.vmap(lambda s: env.observe(s, rules))(games))
     return mask_logits(logits, games.legal_action_mask), value
 
 
@@ -80,7 +81,7 @@ def _recurrent_fn(apply_fn: ApplyFn, tree_rules: env.Rules) -> mctx.RecurrentFn:
         del rng_key
         mover = games.current_player
         children = step(games, action)
-        logits, value = evaluate(apply_fn, params, children)
+        logits, value = evaluate(apply_fn, params, children, tree_rules)
         reward = jnp.take_along_axis(children.rewards, mover[:, None], axis=1)[:, 0]
         done = children.done
         output = mctx.RecurrentFnOutput(
@@ -156,7 +157,7 @@ def make_search(
         )
 
     def search(params: Params, rng_key: Array, games: env.State) -> SearchResult:
-        logits, value = evaluate(apply_fn, params, games)
+        logits, value = evaluate(apply_fn, params, games, rules)
         if num_simulations == 0:
             return policy_only(logits, value)
         root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=shorten(games))

@@ -17,12 +17,11 @@ import time
 import jax
 import jax.numpy as jnp
 import mctx
-import numpy as np
 import pgx
 
 from az import search as search_lib
-from az import selfplay as selfplay_lib
 from az.network import AZNet
+from az.train import selfplay as selfplay_lib
 from envs import env, starts
 
 
@@ -33,10 +32,6 @@ def _median_seconds(fn, repeats: int) -> float:
         jax.block_until_ready(fn())
         times.append(time.perf_counter() - start)
     return statistics.median(times)
-
-
-def _tree_bytes_per_game(tree, batch: int) -> float:
-    return sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(tree)) / batch
 
 
 def reference_loop(net, params, batch: int, simulations: int, considered: int):
@@ -93,7 +88,7 @@ def main(argv=None):
     search = search_lib.make_search(net.apply, rules, algorithm="gumbel", num_simulations=n,
                                     max_num_considered_actions=args.considered)
     selfplay = jax.jit(selfplay_lib.make_selfplay(
-        search, start, rules, algorithm="gumbel", sample_visits_plies=0, num_plies=t,
+        search, start, rules, sample_visits_plies=0, num_plies=t,
         game_budget=10**9, num_schemes=1))
     games = jax.jit(jax.vmap(start, in_axes=(0, None)))(jax.random.split(jax.random.PRNGKey(2), b), 0.0)
     key = jax.random.PRNGKey(3)
@@ -124,29 +119,25 @@ def main(argv=None):
     ours_pps, ref_pps = b * t / ours_s, b * t / ref_s
 
     # Where our time goes: one env step and one network evaluation per simulation.
-    step = jax.jit(jax.vmap(functools.partial(env.step, rules_=rules)))
+    step = jax.jit(jax.vmap(lambda s, a: env.step(s, a, rules)))
     actions = jnp.argmax(games.legal_action_mask, axis=-1)
-    evaluate = jax.jit(lambda p, g: search_lib.evaluate(net.apply, p, g))
+    evaluate = jax.jit(lambda p, g: search_lib.evaluate(net.apply, p, g, rules))
     env_s = _median_seconds(lambda: step(games, actions), args.repeats + 2)
     net_s = _median_seconds(lambda: evaluate(params, games), args.repeats + 2)
     per_ply = ours_s / t
     env_share = min(1.0, env_s * (n + 1) / per_ply)
     net_share = min(1.0 - env_share, net_s * (n + 1) / per_ply)
 
-    ours_tree = jax.eval_shape(search, params, key, games).search_tree
-    ref_tree = jax.eval_shape(ref_search, params, key, ref_state).search_tree
+    ours_memory = jax.jit(search).lower(params, key, games).compile().memory_analysis()
+    ref_memory = ref_search.lower(params, key, ref_state).compile().memory_analysis()
 
     print(f"compile: ours {ours_compile:.1f} s, reference {ref_compile:.1f} s")
     print(f"positions/s: ours {ours_pps:,.0f}, reference {ref_pps:,.0f}, ratio {ours_pps / ref_pps:.2f}x "
           f"[{'PASS' if ours_pps >= ref_pps else 'FAIL'} >= 1.0x]")
     print(f"our time per ply: env {env_share:.0%}, network {net_share:.0%}, "
           f"search bookkeeping and the rest {1 - env_share - net_share:.0%}")
-    nodes = n + 1
-    print(f"search tree per game: ours {_tree_bytes_per_game(ours_tree, b) / 1024:,.1f} kB, "
-          f"reference {_tree_bytes_per_game(ref_tree, b) / 1024:,.1f} kB "
-          f"(mctx's per-node child statistics are the same in both)")
-    print(f"game state per tree node: ours {_tree_bytes_per_game(ours_tree.embeddings, b) / nodes / 1024:,.2f} kB, "
-          f"reference {_tree_bytes_per_game(ref_tree.embeddings, b) / nodes / 1024:,.2f} kB")
+    print(f"search working memory per game (XLA temporaries): ours {ours_memory.temp_size_in_bytes / b / 1024:,.1f} kB, "
+          f"reference {ref_memory.temp_size_in_bytes / b / 1024:,.1f} kB")
 
 
 if __name__ == "__main__":

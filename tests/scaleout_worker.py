@@ -3,10 +3,7 @@
     python tests/scaleout_worker.py OUT.npz WORKDIR ITERATIONS [COORDINATOR NUM_PROCESSES PROCESS_ID]
 """
 
-import os
 import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def smoke_config():
@@ -22,14 +19,14 @@ def main():
     out, workdir, iterations = sys.argv[1], sys.argv[2], int(sys.argv[3])
     config = smoke_config()
     if len(sys.argv) > 4:
-        from az import distributed
+        from az.train import distributed
 
         config.distributed = True
         distributed.initialize(sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
     import jax
     import numpy as np
 
-    from az import checkpoint, loop, trainer
+    from az.train import checkpoint, loop, trainer
 
     loop.train(config, workdir, max_iterations=iterations)
     built = trainer.make_trainer(config, trainer.make_mesh())

@@ -14,8 +14,8 @@ import sys
 import jax
 import pytest
 
-from az import config as config_lib
-from az import trainer as trainer_lib
+from az.train import config as config_lib
+from az.train import trainer as trainer_lib
 from configs import default
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -118,7 +118,7 @@ def test_trainer__iteration_traces_without_compiling(name, preset, mesh):
     # The state comes back with the shapes, dtypes (and structure) it went in with.
     same = jax.tree.map(lambda a, b: (a.shape, a.dtype) == (b.shape, b.dtype), state, trainer.abstract_state)
     assert all(jax.tree.leaves(same))
-    b, t = config.selfplay.num_games, config.selfplay.plies_per_iteration
+    b = config.selfplay.num_games
     rows = config.replay.capacity // b
     assert state.replay.plies.board.shape == (rows, b, 81)
     assert state.replay.plies.policy.shape == (rows, b, 2187)
@@ -127,7 +127,6 @@ def test_trainer__iteration_traces_without_compiling(name, preset, mesh):
     assert metrics["selfplay/end_reasons"].shape == (6,)
     assert metrics["selfplay/by_scheme"].shape == (len(trainer.scheme_names), 3)
     assert metrics["loss"].shape == ()
-    assert rows % t == 0
 
 
 # Bad values: one line naming the field ---------------------------------------------

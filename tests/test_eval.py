@@ -3,7 +3,6 @@
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 
@@ -11,11 +10,11 @@ import cshogi.CSA
 import cshogi.KIF
 import pytest
 
-from az import elo, match, players
+from az import diversity
+from az.play import elo, match, players
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAKE = os.path.join(ROOT, "tests", "fake_usi_engine.py")
-FAIRY = "/usr/games/fairy-stockfish"
 OPENINGS = os.path.join(ROOT, "data", "openings.tsv")
 
 
@@ -50,17 +49,16 @@ def test_openings__shipped_file_has_nine_openings_of_three_lines():
 def test_openings__bad_line_names_its_number(tmp_path):
     bad = tmp_path / "openings.txt"
     bad.write_text("startpos moves 7g7f 3c3d\n# a comment\nstartpos moves 7g7f 7g7e\n")
-    with pytest.raises(ValueError, match=r"openings .*openings.txt line 3: illegal move '7g7e'"):
+    with pytest.raises(ValueError, match=r"openings .*openings.txt line 3: illegal move \(move 2\): '7g7e'"):
         match.load_openings(str(bad))
     bad.write_text("sfen lnsgkgsnl/9/ppppppppp b - 1\n")
     with pytest.raises(ValueError, match=r"line 1: SFEN board needs 9 ranks"):
         match.load_openings(str(bad))
 
 
-@pytest.mark.skipif(not os.path.exists(FAIRY), reason="fairy-stockfish not installed (apt-get install fairy-stockfish)")
-def test_match__against_fairy_stockfish_writes_records_that_parse_back(tmp_path):
+def test_match__against_fairy_stockfish_writes_records_that_parse_back(tmp_path, fairy_stockfish):
     first = players.parse_player("greedy")
-    second = players.parse_player(f"usi:{FAIRY}?nodes=1")
+    second = players.parse_player(f"usi:{fairy_stockfish}?nodes=1")
     openings = match.load_openings(OPENINGS)[:1]
     m = match.Match(first, second, openings, str(tmp_path), progress=False)
     summary = m.run()
@@ -85,16 +83,15 @@ def fake_engine(tmp_path_factory):
     return str(path)
 
 
-def _fake(engine, mode, moves=3, timeout=None):
-    os.environ["FAKE_ENGINE_MODE"] = mode
-    os.environ["FAKE_ENGINE_MOVES"] = str(moves)
+def _fake(engine, mode, monkeypatch, moves=3, timeout=None):
+    monkeypatch.setenv("FAKE_ENGINE_MODE", mode)
+    monkeypatch.setenv("FAKE_ENGINE_MOVES", str(moves))
     return players.parse_player(f"usi:{engine}?nodes=1" + (f"&timeout={timeout}" if timeout else ""))
 
 
 @pytest.mark.parametrize("mode, reason", [("exit", "exited"), ("hang", "did not answer"), ("illegal", "illegal move")])
 def test_match__survives_an_engine_that_fails_mid_game(tmp_path, monkeypatch, fake_engine, mode, reason):
-    monkeypatch.setenv("FAKE_ENGINE_MODE", "ok")
-    engine = _fake(fake_engine, mode, moves=2, timeout=2)
+    engine = _fake(fake_engine, mode, monkeypatch, moves=2, timeout=2)
     m = match.Match(players.parse_player("random"), engine, match.load_openings(None), str(tmp_path), games=2,
                     progress=False)
     summary = m.run()
@@ -145,7 +142,7 @@ def test_eval_cli__errors_are_one_line(tmp_path):
     bad = tmp_path / "openings.txt"
     bad.write_text("startpos\nstartpos moves 1a1b\n")
     cases = [
-        (["--checkpoint", str(tmp_path / "nowhere"), "--opponent", "random"], "no checkpoints in"),
+        (["--checkpoint", str(tmp_path / "nowhere"), "--opponent", "random"], "no snapshots in"),
         (["--checkpoint", str(tmp_path), "--opponent", "usi:/no/such/engine"], "'/no/such/engine' not found"),
         (["--checkpoint", str(tmp_path), "--opponent", "random", "--openings", str(bad)], "openings.txt line 2"),
     ]
@@ -157,47 +154,66 @@ def test_eval_cli__errors_are_one_line(tmp_path):
         assert needle in lines[0], lines[0]
 
 
-def test_report__board_grid_draws_files_9_to_1_and_ranks_a_to_i():
-    from az import report
-
+def test_diversity__board_grid_draws_files_9_to_1_and_ranks_a_to_i():
     counts = [0] * 81
     counts[0] = 5  # square 1a: file 1, rank a -> top right
     counts[8 * 9 + 8] = 7  # square 9i -> bottom left
-    grid = report.board_grid(counts)
+    grid = diversity.board_grid(counts)
     assert grid[0, 8] == 5 and grid[8, 0] == 7 and grid.sum() == 12
+    assert diversity.entropy_bits([1, 1, 1, 1]) == pytest.approx(2.0)
+    assert diversity.entropy_bits([0, 3, 0]) == 0.0
+    assert math.isnan(diversity.entropy_bits([0, 0]))
 
 
-def test_report__plots_from_metrics_and_curves(tmp_path):
-    from az import report
+def _png_size(path) -> tuple[int, int]:
+    import matplotlib.image
+
+    image = matplotlib.image.imread(str(path))
+    assert image[..., :3].std() > 0.01, f"{path} is blank"
+    return image.shape[1], image.shape[0]
+
+
+def test_report__heatmaps_sum_parts_of_the_run_and_plot_them(tmp_path):
+    from az.play import report
 
     workdir = tmp_path / "run"
     workdir.mkdir()
     with open(workdir / "metrics.jsonl", "w") as f:
         for i in range(1, 7):
             squares = [[[0] * 81 for _ in range(2)] for _ in range(2)]
-            squares[0][0][76] = i  # black king on 5i
+            squares[0][0][4 * 9 + 8] = i  # black king on 5i
+            squares[0][0][5 * 9 + 8] = 1  # and once on 6i
             squares[1][1][1 * 9 + 1] = 2  # white rook on 2b
-            row = {"iteration": i, "games_finished": 10 * i, "diversity/squares": squares}
-            for side in ("black", "white"):
-                for kind in ("king", "rook"):
-                    row[f"diversity/{side}_{kind}_entropy_bits"] = 0.0
-            f.write(json.dumps(row) + "\n")
+            f.write(json.dumps({"iteration": i, "games_finished": 10 * i, "diversity/squares": squares}) + "\n")
+    rows = report.read_metrics(str(workdir))
+    parts = report.heatmap_parts(rows, points=2)
+    assert [games for games, _ in parts] == [30, 60]
+    assert [int(total[0, 0, 4 * 9 + 8]) for _, total in parts] == [1 + 2 + 3, 4 + 5 + 6]
+    assert [int(total[0, 0].sum()) for _, total in parts] == [6 + 3, 15 + 3]
+    assert [int(total[1, 1, 10]) for _, total in parts] == [6, 6]
+    window, bits = report.pooled_entropy(rows, 1, 1)
+    assert window == 1 and bits == [0.0] * 6  # always the same square
+    _, bits = report.pooled_entropy(rows, 0, 0)
+    assert bits[0] == pytest.approx(1.0)  # 1 and 1 of 2 games: one bit
     report.plot_heatmaps([str(workdir)], str(tmp_path / "heat.png"), points=2)
+    assert _png_size(tmp_path / "heat.png") == (1100, 792)  # 10 x 7.2 inches at 110 dpi
+
+
+def test_report__elo_curve_plot(tmp_path):
+    from az.play import report
+
     report.plot_elo_curve({"run vs greedy": [(0, -math.inf, -math.inf, -100.0, 0.0), (60, 50.0, -20.0, 120.0, 0.57)]},
                           str(tmp_path / "curve.png"))
-    for name in ("heat.png", "curve.png"):
-        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert report.entropy_bits([1, 1, 1, 1]) == pytest.approx(2.0)
+    assert _png_size(tmp_path / "curve.png") == (1320, 480)  # 11 x 4 inches at 120 dpi
 
 
-@pytest.mark.skipif(not os.path.exists(FAIRY), reason="fairy-stockfish not installed (apt-get install fairy-stockfish)")
-def test_report__balance_scores_black_by_engine(tmp_path):
-    from az import report
+def test_report__balance_scores_black_by_engine(tmp_path, fairy_stockfish):
+    from az.play import report
 
     sfens = report.start_positions("random_start(2)", 0)
     assert len(sfens) == 900 and len(set(sfens)) == 900
     scores = report.engine_scores(sfens[:3] + ["lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1"],
-                                  f"usi:{FAIRY}?nodes=1000")
+                                  f"usi:{fairy_stockfish}?nodes=1000")
     assert len(scores) == 4 and all(abs(s) < 1000 for s in scores)
     table = report.plot_balance({"random_start(2)": scores[:3]}, str(tmp_path / "balance.png"), unit="cp")
     assert table["random_start(2)"]["positions"] == 3

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from az import replay
+from az.train import replay
 
 R, B, T = 8, 3, 4
 

@@ -1,5 +1,6 @@
 """Resumption after SIGKILL and SIGTERM, 4 devices against 1, two processes joined by
-jax.distributed: each runs training in subprocesses (fresh JAX backends)."""
+jax.distributed: each runs training in subprocesses (fresh JAX backends), a minute or
+more each on a 2-core CPU, so all but the SIGTERM test are slow (``make test-all``)."""
 
 import os
 import signal
@@ -55,6 +56,7 @@ def uninterrupted(tmp_path_factory):
     return _run_worker(tmp / "params.npz", tmp / "work", 4)
 
 
+@pytest.mark.slow
 def test_resume__after_sigkill_equals_uninterrupted_run(tmp_path, uninterrupted):
     workdir = tmp_path / "work"
     proc = subprocess.Popen(_train_cmd(workdir, 100), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -84,6 +86,7 @@ def test_resume__sigterm_saves_and_exits_cleanly(tmp_path):
         assert sum(1 for _ in f) == saved
 
 
+@pytest.mark.slow
 def test_sharding__four_devices_equal_one(tmp_path, uninterrupted):
     four = _run_worker(tmp_path / "params.npz", tmp_path / "work", 4, devices=4)
     reference = _params(uninterrupted)
@@ -91,6 +94,7 @@ def test_sharding__four_devices_equal_one(tmp_path, uninterrupted):
         np.testing.assert_allclose(value, reference[name], rtol=1e-3, atol=2e-4, err_msg=name)
 
 
+@pytest.mark.slow
 def test_distributed__two_processes_hold_identical_parameters(tmp_path):
     port = 20000 + os.getpid() % 20000
     procs = [

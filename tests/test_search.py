@@ -1,12 +1,14 @@
-"""``az.search`` over the true environment: an untrained network still finds a mate in one.
+"""``az.search`` over the true environment: an untrained network still finds a mate in
+one, and a fixed-seed search gives the stored (golden) result.
 
-The positions have few legal moves (10 each, two of them mate), so with m >= 10
+The mate positions have few legal moves (10 each, two of them mate), so with m >= 10
 considered actions and n = 2m simulations every legal move is visited: the search
 must then see the mate's reward (+1, discount 0) whatever the network says, pick a
 mating move and report its Q as +1 from the mover's view.
 """
 
-import functools
+import json
+import pathlib
 
 import cshogi
 import jax
@@ -59,19 +61,23 @@ def host_games():
 
 @pytest.fixture(scope="module")
 def step_batch():
-    return jax.jit(jax.vmap(functools.partial(env.step, rules_=RULES)))
+    return jax.jit(jax.vmap(lambda s, a: env.step(s, a, RULES)))
 
 
 def init_params(seed: int):
     return NET.init(jax.random.key(seed), jnp.zeros((1, *env.OBSERVATION_SHAPE), jnp.bool_))
 
 
+def make_gumbel_search():
+    return search_lib.make_search(
+        NET.apply, RULES, algorithm="gumbel", num_simulations=N, max_num_considered_actions=M, gumbel_scale=0.0,
+        pv_length=3,
+    )
+
+
 @pytest.fixture(scope="module")
 def gumbel_search():
-    search = search_lib.make_search(
-        NET.apply, RULES, algorithm="gumbel", num_simulations=N, max_num_considered_actions=M, gumbel_scale=0.0
-    )
-    return jax.jit(search)
+    return jax.jit(make_gumbel_search())
 
 
 def test_mate_positions__have_few_legal_moves_and_two_mates():
@@ -88,7 +94,7 @@ def test_mate_positions__have_few_legal_moves_and_two_mates():
 def test_search__gumbel_finds_mate_in_one_for_both_colours(gumbel_search, games, host_games, step_batch, seed):
     out = gumbel_search(init_params(seed), jax.random.key(seed), games)
     action = np.asarray(out.action)
-    visits = np.asarray(out.search_tree.summary().visit_counts)
+    visits = np.asarray(out.visit_counts)
     legal = np.asarray(games.legal_action_mask)
     assert (visits[legal] >= 1).all(), "precondition: every legal move is visited"
     assert (visits[~legal] == 0).all()
@@ -108,21 +114,25 @@ def test_search__gumbel_finds_mate_in_one_for_both_colours(gumbel_search, games,
 
 def test_chosen_q__is_plus_one_for_mates_and_less_for_other_moves(gumbel_search, games, host_games):
     out = gumbel_search(init_params(0), jax.random.key(0), games)
-    np.testing.assert_allclose(np.asarray(search_lib.chosen_q(out, out.action)), [1.0, 1.0], atol=1e-6)
-    q = np.asarray(out.search_tree.summary().qvalues)
+    np.testing.assert_allclose(np.asarray(out.chosen_q), [1.0, 1.0], atol=1e-6)
+    q = np.asarray(out.q)
     for i, sfen in enumerate(SFENS):
-        moves = shogi.legal_moves(host_games[i])
         mates = mating_moves(sfen)
-        for usi in moves:
+        for usi in shogi.legal_moves(host_games[i]):
             a = shogi.usi_to_action(host_games[i], usi)
-            # chosen_q of an arbitrary action agrees with the tree's Q.
-            one = np.asarray(search_lib.chosen_q(out, jnp.full((2,), a)))[i]
-            assert one == q[i, a]
             if usi in mates:
                 assert q[i, a] == pytest.approx(1.0, abs=1e-6), usi
             else:
                 # The opponent is not mated: -1 < Q < 1 (an untrained value, negated).
                 assert -1.0 < q[i, a] < 0.999, (usi, q[i, a])
+
+
+def test_pv__starts_with_the_move_and_ends_where_the_game_does(gumbel_search, games, host_games):
+    out = gumbel_search(init_params(0), jax.random.key(0), games)
+    pv = np.asarray(out.pv)
+    assert pv.shape == (2, 3)
+    np.testing.assert_array_equal(pv[:, 0], np.asarray(out.action))
+    np.testing.assert_array_equal(pv[:, 1:], -1)  # the move mates: no reply in the tree
 
 
 def test_search__puct_returns_a_legal_action_and_weights_on_legal_moves():
@@ -132,18 +142,70 @@ def test_search__puct_returns_a_legal_action_and_weights_on_legal_moves():
     out = search(init_params(0), jax.random.key(3), batch)
     legal = np.asarray(batch.legal_action_mask)
     action = np.asarray(out.action)
-    weights = np.asarray(out.action_weights)
+    weights = np.asarray(out.policy)
     assert legal[np.arange(3), action].all()
     np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-5)
     assert (weights[~legal] == 0).all()
     assert (weights >= 0).all()
     # PUCT's weights are visit counts / n: 16 simulations over legal moves only.
-    visits = np.asarray(out.search_tree.summary().visit_counts)
+    visits = np.asarray(out.visit_counts)
     assert visits.sum(-1).tolist() == [16, 16, 16]
+    # AlphaZero plays the most visited move.
+    np.testing.assert_array_equal(action, visits.argmax(-1))
     assert (visits[~legal] == 0).all()
 
 
-def test_make_search__rejects_an_unknown_algorithm(games):
-    search = search_lib.make_search(NET.apply, RULES, algorithm="alphabeta", num_simulations=4)
+def test_make_search__rejects_an_unknown_algorithm():
     with pytest.raises(ValueError, match="search.algorithm"):
-        jax.eval_shape(search, init_params(0), jax.random.key(0), games)
+        search_lib.make_search(NET.apply, RULES, algorithm="alphabeta", num_simulations=4)
+
+
+def test_search__zero_simulations_plays_the_priors_best_legal_move(games):
+    params = init_params(0)
+    out = jax.jit(search_lib.make_search(NET.apply, RULES, num_simulations=0))(params, jax.random.key(0), games)
+    logits, value = search_lib.evaluate(NET.apply, params, games, RULES)
+    np.testing.assert_array_equal(np.asarray(out.action), np.asarray(logits).argmax(-1))
+    assert np.asarray(games.legal_action_mask)[np.arange(2), np.asarray(out.action)].all()
+    np.testing.assert_allclose(np.asarray(out.root_value), np.asarray(value), rtol=1e-5)
+    assert np.asarray(out.visit_counts).sum() == 0
+
+
+# Golden: a fixed-seed search on fixed positions gives the stored result -------------
+
+GOLDEN = pathlib.Path(__file__).parent / "golden" / "search.json"
+GOLDEN_SFENS = (shogi.STARTPOS_SFEN, "ln3kbnl/1r1sg1g2/p2p2spp/1pp1ppp2/9/2PPP1P2/PPSG1P1PP/2G2S1R1/LNBK3NL b - 25")
+
+
+def golden_result(search):
+    """``search`` (the mate tests' Gumbel search, n=32, m=16) on the golden positions
+    with a seeded network: what the golden file holds."""
+    games = stack([shogi.from_sfen(s, RULES) for s in GOLDEN_SFENS])
+    out = search(init_params(7), jax.random.key(11), games)
+    visits = np.asarray(out.visit_counts)
+    return {
+        "action": np.asarray(out.action).tolist(),
+        "visited": [np.flatnonzero(v).tolist() for v in visits],
+        "visit_counts": [v[v > 0].tolist() for v in visits],
+        "pv": np.asarray(out.pv).tolist(),
+        "chosen_q": np.asarray(out.chosen_q).tolist(),
+        "root_value": np.asarray(out.root_value).tolist(),
+        "search_value": np.asarray(out.search_value).tolist(),
+        "policy_of_visited": [np.asarray(out.policy)[i, np.flatnonzero(v)].tolist() for i, v in enumerate(visits)],
+    }
+
+
+def test_search__fixed_seed_gives_the_golden_result(gumbel_search):
+    """Regenerate after an intended change: ``python tests/test_search.py``."""
+    expected = json.loads(GOLDEN.read_text())
+    got = golden_result(gumbel_search)
+    for key in ("action", "visited", "visit_counts", "pv"):
+        assert got[key] == expected[key], key
+    for key in ("chosen_q", "root_value", "search_value", "policy_of_visited"):
+        for g, e in zip(got[key], expected[key]):
+            np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5, err_msg=key)
+
+
+if __name__ == "__main__":
+    GOLDEN.parent.mkdir(exist_ok=True)
+    GOLDEN.write_text(json.dumps(golden_result(jax.jit(make_gumbel_search())), indent=1) + "\n")
+    print(f"wrote {GOLDEN}")

@@ -16,13 +16,15 @@ import jax
 import numpy as np
 import pytest
 
-from az import checkpoint as checkpoint_lib
-from az import loop
-from az import trainer as trainer_lib
+from az import diversity, workdir as workdir_lib
+from az.train import checkpoint as checkpoint_lib
+from az.train import loop
+from az.train import metrics as metrics_lib
+from az.train import trainer as trainer_lib
 from envs import env
 
 CONFIGS = ("base", "exploration_puct", "exploration_sh", "randomstart2", "shogi816k", "shogi816k_randomstart2")
-FAST = ("base", "shogi816k_randomstart2")  # in the normal suite; the others are slow
+FAST = ("base",)  # in the normal suite; the others are slow
 
 
 def smoke_config(name: str):
@@ -106,10 +108,13 @@ def test_train__smoke_preset_trains_two_iterations(smoke_runs, name):
     assert_finite(m)
     batch, plies = config.selfplay.num_games, config.selfplay.plies_per_iteration
     assert m["positions"] == 2 * batch * plies
-    assert m["games_finished"] >= 0 and m["learner_steps"] in (0, 2, 4)
-    # The untrained network (0) and the smoke preset's every-2-iterations save.
-    assert checkpoint_steps(run.workdir) == [0, 2]
     lines = read_jsonl(run.workdir)
+    assert m["games_finished"] == sum(line["selfplay/finished"] for line in lines)
+    assert m["learner_steps"] == config.learner.steps_per_iteration * sum(line["learned"] for line in lines)
+    # The untrained network (0) and the smoke preset's every-2-iterations save, both as a
+    # full checkpoint and as a params-only snapshot.
+    assert checkpoint_steps(run.workdir) == [0, 2]
+    assert workdir_lib.snapshot_steps(run.workdir) == [0, 2]
     assert [line["iteration"] for line in lines] == [1, 2]
     assert [line["positions"] for line in lines] == [batch * plies, 2 * batch * plies]
     for line in lines:
@@ -138,7 +143,7 @@ def base_continued(smoke_runs):
     lines = []
     for _ in range(4):
         state, metrics = trainer.iteration(state)
-        lines.append(trainer_lib.host_metrics(jax.device_get(metrics), trainer.scheme_names))
+        lines.append(metrics_lib.host_metrics(jax.device_get(metrics), trainer.scheme_names))
     return lines, state
 
 
@@ -168,9 +173,13 @@ def test_train__metrics_have_diversity_histograms_and_end_reasons(smoke_runs, ba
         assert sum(ends) == line["selfplay/finished"]
         wins = line["selfplay/black_wins"] + line["selfplay/white_wins"] + line["selfplay/draws"]
         assert wins == line["selfplay/finished"]
-        for side in ("black", "white"):
-            for kind in ("king", "rook"):
-                assert line[f"diversity/{side}_{kind}_entropy_bits"] >= 0.0
+        for s, side in enumerate(("black", "white")):
+            for k, kind in enumerate(("king", "rook")):
+                bits = line[f"diversity/{side}_{kind}_entropy_bits"]
+                if squares[s, k].sum() == 0:
+                    assert bits is None  # no piece counted at ply 30: no distribution
+                else:
+                    assert bits == pytest.approx(diversity.entropy_bits(squares[s, k]))
     reached = sum(line["selfplay/reached_ply30"] for line in lines)
     finished = sum(line["selfplay/finished"] for line in lines)
     assert reached > 0 and finished >= config.selfplay.num_games
@@ -200,14 +209,24 @@ def test_train__refuses_a_checkpoint_of_another_config(smoke_runs, tmp_path):
     assert len(read_jsonl(workdir)) == 2
 
 
-def test_train__non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
+def test_train__non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(smoke_runs, tmp_path, monkeypatch):
+    """The loop's guard, driven by the base run's compiled iteration whose second call
+    reports a NaN loss (so this test compiles nothing of its own)."""
+    trainer = smoke_runs("base").trainer
+    calls = []
+
+    def poisoned(state):
+        state, metrics = trainer.iteration(state)
+        calls.append(1)
+        if len(calls) == 2:
+            nan = jax.device_put(np.float32(np.nan))
+            metrics = {**metrics, "learned": jax.device_put(np.bool_(True)), "loss": nan}
+        return state, metrics
+
+    monkeypatch.setattr(trainer_lib, "make_trainer", lambda config, mesh: trainer._replace(iteration=poisoned))
     config = smoke_config("base")
-    config.env.max_length = 8  # every game ends in iteration 1, so it learns at once
-    config.learner.learning_rate = 1e30  # warm-up: step 0 at rate 0, step 1 at 5e29
     config.checkpoint.every_iterations = 1
     with pytest.raises(loop.NonFiniteLoss, match=r"at iteration 2;.*checkpoint \(iteration 1\)"):
         loop.train(config, str(tmp_path), max_iterations=4)
     assert checkpoint_steps(tmp_path) == [0, 1]  # no checkpoint of the diverged state
-    lines = read_jsonl(tmp_path)
-    assert [line["iteration"] for line in lines] == [1]
-    assert lines[0]["learned"] and math.isfinite(lines[0]["loss"])
+    assert [line["iteration"] for line in read_jsonl(tmp_path)] == [1]

@@ -1,9 +1,10 @@
-"""The USI engine (``az/usi.py``) as GUIs and match runners start it: ``scripts/azshogi-usi``
-without arguments, the checkpoint in ``$AZSHOGI_CHECKPOINT``.
+"""The USI engine (``az/play/engine``) as GUIs and match runners start it:
+``scripts/azshogi-usi`` without arguments, the checkpoint in ``$AZSHOGI_CHECKPOINT``.
 
-One smoke run's checkpoint (module fixture ``workdir``) and one engine process (module
-fixture ``engine``, Simulations 4) serve the tests; its ``isready`` compiles the search
-once (~30-60 s on a 2-core CPU). Lines are read by a thread with timeouts, so a hung or
+One smoke run's snapshots (module fixture ``workdir``: its untrained network at step 0
+and a zeroed network at step 7) and one engine process (module fixture ``engine``,
+Simulations 4) serve the tests; its ``isready`` compiles the search once (~30-60 s on a
+2-core CPU). Lines are read by a thread with timeouts, so a hung or
 dead engine fails a test instead of hanging it; cshogi's own USI client
 (``cshogi.usi.Engine``, which loops forever at EOF) is driven through the same reader.
 """
@@ -22,12 +23,15 @@ import cshogi
 import cshogi.usi
 import pytest
 
-from az import usi
+from az import workdir as workdir_lib
+from az.play.engine import clock, protocol
+from az.play.engine import engine as engine_lib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 WRAPPER = ROOT / "scripts" / "azshogi-usi"
 SIMULATIONS = 4
 ITERATIONS = 0  # of the smoke run the engine loads
+ZEROED_STEP = 7  # a snapshot whose parameters are all 0
 LOAD_TIMEOUT = 600  # s for an isready that compiles, on a busy 2-core CPU
 MOVE_TIMEOUT = 60  # s for a bestmove without a clock
 
@@ -195,9 +199,10 @@ def info_lines(lines):
 def workdir(tmp_path_factory):
     """A smoke run's workdir, made by train.py in its own process like a user's run.
 
-    ``--max_iterations 0`` stops after the run saved its untrained network as checkpoint 0
-    (~20 s); iterations would add their compile (~1 min on a busy 2-core CPU) and change
-    nothing the engine sees: the same orbax checkpoint of the whole TrainState.
+    ``--max_iterations 0`` stops after the run saved its untrained network as snapshot 0
+    (~20 s); iterations would add their compile (~1 min on a busy 2-core CPU). A second
+    snapshot, step 7, holds the same network with every parameter 0, so its value is 0
+    exactly: the engine's score tells which one it loaded.
     """
     path = tmp_path_factory.mktemp("usi_smoke") / "run"
     result = subprocess.run(
@@ -209,11 +214,12 @@ def workdir(tmp_path_factory):
         timeout=900,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    import jax
+
+    config, params, _ = workdir_lib.load_snapshot(str(path))
+    workdir_lib.save_snapshot(str(path), ZEROED_STEP, jax.tree.map(lambda a: a * 0, params), config)
+    assert workdir_lib.snapshot_steps(str(path)) == [0, ZEROED_STEP]
     return path
-
-
-def checkpoint_steps(workdir) -> list[int]:
-    return sorted(int(d) for d in os.listdir(workdir / "checkpoints") if d.isdigit())
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +234,8 @@ def engine(workdir, tmp_path_factory):
         process.ready_lines = process.isready()
         yield process
     finally:
-        process.close()
+        status = process.close()
+    assert status == 0, f"quit: exit status {status}\n{process.tail()}"
 
 
 @pytest.fixture
@@ -244,8 +251,8 @@ def test_usi_and_options_import_nothing_heavy():
     """``usi``, ``setoption`` and friends are answered before jax or the environment load."""
     code = (
         "import sys\n"
-        "from az import usi\n"
-        "status = usi.main(['--checkpoint', 'nowhere'])\n"
+        "from az.play.engine import engine\n"
+        "status = engine.main(['--checkpoint', 'nowhere'])\n"
         "heavy = ('jax', 'jaxlib', 'numpy', 'envs', 'cshogi', 'orbax', 'flax', 'mctx')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy), status, file=sys.stderr)\n"
     )
@@ -263,69 +270,70 @@ def test_usi_and_options_import_nothing_heavy():
 
 
 def test_parse_go():
-    assert usi.parse_go(["btime", "1000", "wtime", "2000", "byoyomi", "500"]) == usi.GoCommand(
+    assert protocol.parse_go(["btime", "1000", "wtime", "2000", "byoyomi", "500"]) == protocol.GoCommand(
         btime=1000, wtime=2000, byoyomi=500
     )
-    assert usi.parse_go(["nodes", "4"]).nodes == 4
-    assert usi.parse_go(["infinite"]).infinite
-    assert usi.parse_go(["ponder", "btime", "0", "wtime", "0", "byoyomi", "1000"]).ponder
-    assert usi.parse_go(["mate", "infinite"]).mate
+    assert protocol.parse_go(["nodes", "4"]).nodes == 4
+    assert protocol.parse_go(["infinite"]).infinite
+    assert protocol.parse_go(["ponder", "btime", "0", "wtime", "0", "byoyomi", "1000"]).ponder
+    assert protocol.parse_go(["mate", "infinite"]).mate
     for bad in (["nodes"], ["nodes", "x"], ["byoyomi", "-5"], ["frobnicate"], ["nodes", "0"]):
         with pytest.raises(ValueError):
-            usi.parse_go(bad)
+            protocol.parse_go(bad)
 
 
 def test_time_budget():
-    go = usi.parse_go
-    assert usi.time_budget_ms(go(["nodes", "8"]), 0) is None
-    assert usi.time_budget_ms(go(["infinite"]), 0) is None
-    assert usi.time_budget_ms(go(["byoyomi", "500"]), 0) == 500
-    assert usi.time_budget_ms(go(["btime", "0", "wtime", "0", "byoyomi", "0"]), 1) == 0
-    assert usi.time_budget_ms(go(["btime", "40000", "wtime", "4000", "byoyomi", "1000"]), 0) == 2000
-    assert usi.time_budget_ms(go(["btime", "40000", "wtime", "4000", "byoyomi", "1000"]), 1) == 1100
-    assert usi.time_budget_ms(go(["btime", "8000", "wtime", "8000", "binc", "1000", "winc", "2000"]), 1) == 2200
-    assert usi.time_budget_ms(go(["btime", "100", "wtime", "100", "binc", "1000", "winc", "1000"]), 0) == 100
-    assert usi.time_budget_ms(go(["movetime", "300"]), 0) == 300
+    go = protocol.parse_go
+    assert clock.time_budget_ms(go(["nodes", "8"]), 0) is None
+    assert clock.time_budget_ms(go(["infinite"]), 0) is None
+    assert clock.time_budget_ms(go(["byoyomi", "500"]), 0) == 500
+    assert clock.time_budget_ms(go(["btime", "0", "wtime", "0", "byoyomi", "0"]), 1) == 0
+    assert clock.time_budget_ms(go(["btime", "40000", "wtime", "4000", "byoyomi", "1000"]), 0) == 2000
+    assert clock.time_budget_ms(go(["btime", "40000", "wtime", "4000", "byoyomi", "1000"]), 1) == 1100
+    assert clock.time_budget_ms(go(["btime", "8000", "wtime", "8000", "binc", "1000", "winc", "2000"]), 1) == 2200
+    assert clock.time_budget_ms(go(["btime", "100", "wtime", "100", "binc", "1000", "winc", "1000"]), 0) == 100
+    assert clock.time_budget_ms(go(["movetime", "300"]), 0) == 300
 
 
 def test_simulations_fit_the_time():
-    speed = usi.Speed(policy_s=0.01, simulation_s=0.001, compile_s=30.0, host_s=0.01)
-    assert usi.ladder(800) == {800, 400, 200, 100, 50, 25, 12, 6, 3, 1}
-    assert usi.most_simulations(usi.ladder(800), 10.0, speed) == 800
-    assert usi.most_simulations(usi.ladder(800), 0.3, speed) == 200  # 1.25 * (0.03 + 0.2) = 0.29
-    assert usi.most_simulations({800}, 0.3, speed) == 0  # the policy move
-    assert usi.most_simulations(set(), 0.3, speed) == 0
+    speed = clock.Speed(policy_s=0.01, simulation_s=0.001, compile_s=30.0, host_s=0.01)
+    assert clock.ladder(800) == {800, 400, 200, 100, 50, 25, 12, 6, 3, 1}
+    assert clock.most_simulations(clock.ladder(800), 10.0, speed) == 800
+    assert clock.most_simulations(clock.ladder(800), 0.3, speed) == 200  # 1.25 * (0.03 + 0.2) = 0.29
+    assert clock.most_simulations({800}, 0.3, speed) == 0  # the policy move
+    assert clock.most_simulations(set(), 0.3, speed) == 0
     assert speed.estimate(0) < 0.03
 
 
 def test_value_to_cp():
-    assert usi.value_to_cp(0.0) == 0
-    assert usi.value_to_cp(0.5) == round(1200 * 0.5493061443)  # 600 * ln(0.75 / 0.25)
-    assert usi.value_to_cp(-0.5) == -usi.value_to_cp(0.5)
-    assert usi.value_to_cp(1.0) == usi.value_to_cp(2.0) == 5942
-    assert usi.value_to_cp(float("nan")) == 0
+    assert protocol.value_to_cp(0.0) == 0
+    assert protocol.value_to_cp(0.5) == round(1200 * 0.5493061443)  # 600 * ln(0.75 / 0.25)
+    assert protocol.value_to_cp(-0.5) == -protocol.value_to_cp(0.5)
+    assert protocol.value_to_cp(1.0) == protocol.value_to_cp(2.0) == 5942
+    assert protocol.value_to_cp(float("nan")) == 0
 
 
-def test_split_checkpoint_finds_relative_workdirs_in_the_repository(tmp_path, monkeypatch):
-    assert usi.split_checkpoint("/abs/run@12") == ("/abs/run", "12")
-    assert usi.split_checkpoint("/abs/run") == ("/abs/run", None)
-    assert usi.split_checkpoint("/abs/r@n") == ("/abs/r@n", None)
+def test_parse_spec_finds_relative_workdirs_in_the_repository(tmp_path, monkeypatch):
+    assert workdir_lib.parse_spec("/abs/run@12") == ("/abs/run", 12)
+    assert workdir_lib.parse_spec("/abs/run") == ("/abs/run", None)
+    assert workdir_lib.parse_spec("/abs/r@n") == ("/abs/r@n", None)
     repo, elsewhere = tmp_path / "repo", tmp_path / "gui"
-    (repo / "runs" / "x" / "checkpoints").mkdir(parents=True)
+    (repo / "runs" / "x" / "snapshots" / "3").mkdir(parents=True)
     elsewhere.mkdir()
-    monkeypatch.setattr(usi, "_REPO", str(repo))
+    monkeypatch.setattr(workdir_lib, "_REPO", str(repo))
     monkeypatch.chdir(elsewhere)
-    assert usi.split_checkpoint("runs/x@3") == (str(repo / "runs" / "x"), "3")
-    assert usi.checkpoint_problem("runs/x") is None
-    assert usi.checkpoint_problem("runs/y") == f"checkpoint 'runs/y': no checkpoints in {elsewhere}/runs/y/checkpoints"
+    assert workdir_lib.parse_spec("runs/x@3") == (str(repo / "runs" / "x"), 3)
+    assert workdir_lib.snapshot_problem("runs/x") is None
+    assert workdir_lib.snapshot_problem("runs/x@4") == "checkpoint 'runs/x@4': no snapshot of step 4 (have 3)"
+    assert workdir_lib.snapshot_problem("runs/y") == f"checkpoint 'runs/y': no snapshots in {elsewhere}/runs/y/snapshots"
 
 
-class _ScriptedEngine(usi.Engine):
+class _ScriptedEngine(engine_lib.Engine):
     """An engine whose search is a script: (seconds to wait, what to store) steps."""
 
     def __init__(self, script):
         self.stream = io.StringIO()
-        super().__init__("", 800, 0, usi.Output(self.stream), "")
+        super().__init__("", 800, 0, protocol.Output(self.stream), "")
         self.script = script
 
     def think(self, job):
@@ -334,7 +342,7 @@ class _ScriptedEngine(usi.Engine):
                 job.set_deadline(seconds)
                 continue
             time.sleep(seconds)
-            job.store(**{kind: usi.Answer(move, [f"info depth 1 nodes 1 score cp 0 pv {move}"])})
+            job.store(**{kind: protocol.Answer(move, [f"info depth 1 nodes 1 score cp 0 pv {move}"])})
 
     def said(self) -> list[str]:
         return self.stream.getvalue().splitlines()
@@ -411,7 +419,7 @@ def test_wrapper_without_a_checkpoint_answers_usi_then_reports_on_isready(tmp_pa
 
 def test_missing_checkpoint_is_one_line_and_the_engine_keeps_going(tmp_path):
     missing = tmp_path / "no_such_run"
-    error = f"checkpoint '{missing}@5': no checkpoints in {missing}/checkpoints"
+    error = f"checkpoint '{missing}@5': no snapshots in {missing}/snapshots"
     process = UsiProcess("/elsewhere", str(missing) + "@5", cwd=tmp_path)  # the argument wins
     try:
         process.send("usi")
@@ -439,8 +447,7 @@ def test_usi_is_answered_at_once_and_isready_loads(engine, workdir):
     assert "option name CheckpointStep type string default latest" in lines
     assert lines[-1] == "usiok"
     assert engine.ready_lines[-1] == "readyok"
-    latest = checkpoint_steps(workdir)[-1]
-    loaded = f"@{latest} (base), {SIMULATIONS} simulations"
+    loaded = f"@{ZEROED_STEP} (base), {SIMULATIONS} simulations"
     assert any(loaded in line for line in engine.ready_lines), engine.ready_lines
     assert not engine.stderr or all("error" not in line.lower() for line in engine.stderr), engine.stderr
 
@@ -550,11 +557,11 @@ def test_bad_commands_get_info_strings_and_the_engine_goes_on(fresh):
     move, lines = fresh.go("go byoyomi 1000")
     assert move == "resign" and lines[-1].startswith("info string error: no valid position (SFEN needs")
     line = said_after("position startpos moves 7g7f 7g7f")[-1]
-    assert line.startswith("info string error: position: move 2: illegal move in ") and "'7g7f'" in line
+    assert line.startswith("info string error: move 2: illegal move in ") and "'7g7f'" in line
     assert said_after("position startpos moves 7g7f 3c3d 9z9y")[-1].endswith("malformed USI move: '9z9y'")
     assert said_after("position sfen 4k4/9/9/9/9/9/9/9/4K4 b - 1 moves 5i5j")[-1].endswith("'5i5j'")
     assert said_after("position start")[-1].startswith("info string error: position must be 'startpos' or 'sfen")
-    assert said_after("position")[-1] == "info string error: position needs 'startpos' or 'sfen ...'"
+    assert said_after("position")[-1].startswith("info string error: position must be 'startpos' or 'sfen")
     fresh.send("position startpos moves 7g7f")
     fresh.send("go nodes many")
     lines = fresh.until("bestmove", MOVE_TIMEOUT)
@@ -577,23 +584,33 @@ def test_positions_extend_and_diverge(fresh):
     assert_legal(sfen_position, move)
 
 
-def test_checkpoint_step_option_reloads(fresh, workdir):
-    steps = checkpoint_steps(workdir)
+def _policy_score(engine) -> int:
+    """The score of the policy network's move (no time to search) at the start."""
+    engine.send("position startpos")
+    _, lines = engine.go("go btime 0 wtime 0 byoyomi 0")
+    words = info_lines(lines)[0].split()
+    return int(words[words.index("cp") + 1])
+
+
+def test_checkpoint_step_option_reloads(fresh):
+    assert _policy_score(fresh) == 0  # the latest snapshot: every parameter 0, value 0
     fresh.send("setoption name CheckpointStep value 99")
     ready = fresh.isready(LOAD_TIMEOUT)
     assert ready[-1] == "readyok"
-    assert any(line.startswith("info string error: ") and "no step 99" in line for line in ready), ready
+    assert any(line.startswith("info string error: ") and "no snapshot of step 99" in line for line in ready), ready
     fresh.send("position startpos")
     move, lines = fresh.go("go byoyomi 1000")
     assert move == "resign" and lines[-1].startswith("info string error: no model: ")
-    fresh.send(f"setoption name CheckpointStep value {steps[0]}")
+    fresh.send("setoption name CheckpointStep value 0")
     ready = fresh.isready(LOAD_TIMEOUT)
-    assert any(f"@{steps[0]} (base)" in line for line in ready), ready
+    assert any("@0 (base)" in line for line in ready), ready
+    assert _policy_score(fresh) != 0  # the untrained network has a value of its own
     move, _ = fresh.go(f"go nodes {SIMULATIONS}")
     assert_legal("startpos", move)
     fresh.send("setoption name CheckpointStep value latest")
     ready = fresh.isready(LOAD_TIMEOUT)
-    assert any(f"@{steps[-1]} (base)" in line for line in ready), ready
+    assert any(f"@{ZEROED_STEP} (base)" in line for line in ready), ready
+    assert _policy_score(fresh) == 0
 
 
 def test_cshogi_client_plays_a_legal_game(fresh):
@@ -668,9 +685,3 @@ def test_clock_compiles_a_fitting_size_aside(fresh):
         raise AssertionError("the 8-simulation search was never compiled")
     fresh.send(f"setoption name Simulations value {SIMULATIONS}")
     assert fresh.isready(30) == ["readyok"]
-
-
-def test_quit_exits_with_status_0(fresh):
-    """Last: ends the shared engine."""
-    fresh.send("quit")
-    assert fresh.proc.wait(30) == 0

@@ -4,8 +4,8 @@ import json
 import os
 import re
 
-from az import match as match_lib
-from az import players as players_lib
+from az.play import match as match_lib
+from az.play import players as players_lib
 
 
 class EvalError(ValueError):
@@ -44,7 +44,7 @@ def run_match(args) -> dict:
     print(text, flush=True)
     with open(os.path.join(out, "summary.txt"), "w", encoding="utf-8") as f:
         f.write(text + "\n")
-    from az import report
+    from az.play import report
 
     report.plot_openings(summary, os.path.join(out, "openings.png"), title=f"{first.name} vs {second.name}")
     with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as f:

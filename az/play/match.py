@@ -10,21 +10,19 @@ rewritten after each one, so an interrupted match resumes with ``resume=True``.
 import concurrent.futures
 import csv
 import dataclasses
-import functools
 import json
 import os
-import re
 import threading
 
-import jax
 import jax.numpy as jnp
 from tqdm import tqdm
 
-from az import elo as elo_lib
-from az.players import EngineFailure, Player, Position
-from envs import env, notation, rules as rules_lib
+from az.play import elo as elo_lib
+from az.play.agent import MATCH_MAX_LENGTH
+from az.play.players import EngineFailure, Player, Position
+from envs import endings, env, notation
 
-MATCH_RULES = env.Rules(max_length=256, history=257)  # floodgate's 256 plies
+MATCH_RULES = env.Rules(max_length=MATCH_MAX_LENGTH, history=MATCH_MAX_LENGTH + 1)  # floodgate's 256 plies
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +52,7 @@ def load_openings(path: str | None) -> list[Opening]:
                 moves = tuple((row.get("usi_moves") or "").split())
                 name = row.get("opening_name") or f"line {lineno}"
                 line = row.get("line_id") or str(lineno)
-                _check_moves(notation.STARTPOS_SFEN, moves)
+                _check_line(notation.STARTPOS_SFEN, moves)
             except ValueError as e:
                 raise ValueError(f"openings {path} line {lineno}: {e}") from None
             openings.append(Opening(name, line, notation.STARTPOS_SFEN, moves))
@@ -64,49 +62,24 @@ def load_openings(path: str | None) -> list[Opening]:
             if not text or text.startswith("#"):
                 continue
             try:
-                sfen, moves = _split_position(text)
-                _check_moves(sfen, moves)
+                sfen, moves = notation.split_position(text)
+                _check_line(sfen, moves)
             except ValueError as e:
                 raise ValueError(f"openings {path} line {lineno}: {e}") from None
-            openings.append(Opening(f"line {lineno}", str(lineno), sfen, moves))
+            openings.append(Opening(f"line {lineno}", str(lineno), sfen, tuple(moves)))
     if not openings:
         raise ValueError(f"openings {path}: no openings in it")
     return openings
 
 
-def _split_position(text: str) -> tuple[str, tuple]:
-    if text.startswith("position "):
-        text = text[len("position "):]
-    head, _, moves = text.partition(" moves ")
-    head = head.strip()
-    sfen = notation.STARTPOS_SFEN if head == "startpos" else head[5:] if head.startswith("sfen ") else head
-    return sfen, tuple(moves.split())
-
-
-def _check_moves(sfen: str, moves: tuple):
-    import cshogi
-
-    board = cshogi.Board(notation.normalize_sfen(sfen))
-    for move in moves:
-        legal = re.fullmatch(r"[1-9][a-i][1-9][a-i]\+?|[PLNSGBR]\*[1-9][a-i]", move)
-        m = board.move_from_usi(move) if legal else 0
-        if m == 0 or not board.is_legal(m):
-            raise ValueError(f"illegal move {move!r}")
-        board.push(m)
+def _check_line(sfen: str, moves):
+    board, _ = notation.play_line(sfen, moves)
     if board.is_game_over():
         raise ValueError("the opening ends the game")
 
 
-@functools.lru_cache(maxsize=None)
-def _step_fn():
-    return jax.jit(functools.partial(env.step, rules_=MATCH_RULES))
-
-
 def _play_through(opening: Opening) -> env.State:
-    state = notation.from_sfen(opening.start_sfen, MATCH_RULES)
-    for move in opening.moves:
-        state = _step_fn()(state, jnp.int32(notation.usi_to_action(state, move)))
-    return state
+    return notation.play_moves(notation.from_sfen(opening.start_sfen, MATCH_RULES), opening.moves, MATCH_RULES)
 
 
 @dataclasses.dataclass
@@ -133,6 +106,7 @@ def schedule(openings: list[Opening], games: int | None) -> list[tuple[Opening, 
 def play_game(black, white, opening: Opening) -> tuple[str, str, list]:
     """Plays one game; returns (result for black: win/loss/draw, reason, match moves)."""
     state = _play_through(opening)
+    step = notation.jitted_step(MATCH_RULES)
     moves: list = []
     sessions = (black, white)
     all_moves = list(opening.moves)
@@ -148,14 +122,17 @@ def play_game(black, white, opening: Opening) -> tuple[str, str, list]:
         if move == "resign":
             return lose, f"{side} resigned", moves
         if move == "win":
-            if bool(rules_lib.can_declare(state.x, state.checked)):
+            if bool(endings.can_declare(state.x, state.checked)):
                 return ("win" if mover == 0 else "loss"), f"{side} declared (valid)", moves
             return lose, f"{side} declared without the right (loses)", moves
         try:
-            action = notation.usi_to_action(state, move)
+            if isinstance(move, str):
+                action = notation.usi_to_action(state, move)
+            else:
+                action, move = move, notation.action_to_usi(state, move)
         except ValueError:
             return lose, f"{side} played an illegal move {move!r}", moves
-        state = _step_fn()(state, jnp.int32(action))
+        state = step(state, jnp.int32(action))
         moves.append(move)
         all_moves.append(move)
     reason = env.END_REASONS[int(state.end_reason)]

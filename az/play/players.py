@@ -8,7 +8,9 @@
     random | greedy                    uniform random legal moves | one-ply material
 
 A player hands out ``Session``s, one per concurrently played game slot; a session's
-``move(position)`` returns a USI move, ``resign`` or ``win`` (a declaration).
+``move(position)`` returns a ``Move``: an action of the position's state (our agent,
+which never leaves the action encoding), or USI text: a move, ``resign`` or ``win``
+(a declaration).
 """
 
 import abc
@@ -16,7 +18,6 @@ import os
 import queue
 import random
 import shutil
-import subprocess
 import threading
 import time
 import urllib.parse
@@ -25,15 +26,14 @@ from typing import NamedTuple
 import cshogi
 import jax
 
-from envs import env, notation
+from az.play.usi_client import EngineFailure, EngineOptionError, UsiClient
+from envs import endings, env, notation
+
+Move = int | str  # an action of the position's state, or USI text
 
 
 class PlayerError(ValueError):
     """A player spec that cannot be used (unknown kind, missing binary, bad option)."""
-
-
-class EngineFailure(RuntimeError):
-    """An engine crashed, hung or broke the protocol during a game; it loses that game."""
 
 
 class Position(NamedTuple):
@@ -49,8 +49,8 @@ class Session(abc.ABC):
         pass
 
     @abc.abstractmethod
-    def move(self, position: Position) -> str:
-        """A USI move, ``resign`` or ``win``."""
+    def move(self, position: Position) -> Move:
+        """An action, or a USI move, ``resign`` or ``win``."""
 
     def game_over(self, result: str) -> None:  # "win" | "lose" | "draw", from this player's view
         pass
@@ -137,102 +137,21 @@ class FloorPlayer(Player):
 # USI engines ----------------------------------------------------------------------------
 
 LIMIT_KEYS = ("nodes", "depth", "byoyomi", "movetime")
-# Set unless the spec says otherwise, when the engine has the option: one thread, a small
-# hash, no contempt (fairy-stockfish skews scores by 24 cp), no opening book (gpsshogi).
-_ENGINE_DEFAULTS = {"Threads": "1", "Thread": "1", "Hash": "16", "USI_Hash": "16", "Contempt": "0", "BookDepth": "0"}
-
-
-class _UsiProcess:
-    """A USI engine process with a reader thread, so every wait has a timeout."""
-
-    def __init__(self, path: str, options: dict, *, start_timeout: float = 60.0):
-        self.path = path
-        try:
-            self.proc = subprocess.Popen(
-                [path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                cwd=os.path.dirname(path) or None, text=True, encoding="utf-8", errors="replace", bufsize=1,
-            )
-        except OSError as e:
-            raise EngineFailure(f"cannot start {path}: {e.strerror}") from None
-        self.lines: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-        self.send("usi")
-        advertised = {}
-        for line in self.until(lambda s: s == "usiok", start_timeout):
-            if line.startswith("option name "):
-                name = line[len("option name "):].split(" type ")[0]
-                default = line.split(" default ", 1)[1].split(" ")[0] if " default " in line else None
-                advertised[name] = default
-        for name, value in _ENGINE_DEFAULTS.items():
-            if name in advertised and name not in options:
-                options = {**options, name: value}
-        for name, default in advertised.items():  # every option explicitly (gpsshogi remembers them)
-            value = options.get(name, default)
-            if value is not None and default is not None or name in options:
-                self.send(f"setoption name {name} value {value}")
-        unknown = [name for name in options if name not in advertised]
-        if unknown:
-            self.close()
-            raise PlayerError(f"engine {path} has no option {unknown[0]!r}")
-        self.send("isready")
-        list(self.until(lambda s: s == "readyok", start_timeout))
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\r\n"))
-        self.lines.put(None)  # EOF
-
-    def send(self, command: str):
-        try:
-            self.proc.stdin.write(command + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError, ValueError):
-            raise EngineFailure(f"{self.path} exited (exit code {self.proc.poll()})") from None
-
-    def until(self, done, timeout: float):
-        """Lines up to and including the first for which ``done(line)``; EngineFailure on EOF/timeout."""
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise EngineFailure(f"{self.path} did not answer within {timeout:.0f} s")
-            try:
-                line = self.lines.get(timeout=remaining)
-            except queue.Empty:
-                continue
-            if line is None:
-                raise EngineFailure(f"{self.path} exited (exit code {self.proc.wait()})")
-            yield line
-            if done(line):
-                return
-
-    def close(self):
-        if self.proc.poll() is None:
-            try:
-                self.send("quit")
-                self.proc.wait(timeout=2)
-            except (EngineFailure, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
 
 
 class _UsiSession(Session):
     def __init__(self, player: "UsiPlayer"):
         self.player = player
-        self.engine: _UsiProcess | None = None
+        self.engine: UsiClient | None = None
 
     def new_game(self):
         if self.engine is None or self.engine.proc.poll() is not None:
-            self.engine = _UsiProcess(self.player.path, self.player.options)
+            self.engine = UsiClient(self.player.path, self.player.options)
         self.engine.send("usinewgame")
 
-    def move(self, position: Position) -> str:
+    def move(self, position: Position) -> Move:
         head = notation.to_usi_position(position.start_sfen, list(position.moves))
-        self.engine.send(head)
-        self.engine.send(self.player.go_command)
-        last = ""
-        for line in self.engine.until(lambda s: s.startswith("bestmove"), self.player.move_timeout):
-            last = line
+        last = self.engine.think(head, self.player.go_command, self.player.move_timeout)[-1]
         parts = last.split()
         if len(parts) < 2:
             raise EngineFailure(f"{self.player.path} sent {last!r}")
@@ -280,8 +199,10 @@ class UsiPlayer(Player):
             self.move_timeout = float(timeout)
         label = "&".join(f"{k}={v}" for k, v in {**params, **limits}.items())
         self.name = f"{os.path.basename(path)}?{label}"
-        probe = _UsiProcess(self.path, self.options)  # fail fast on a bad option or a broken binary
-        probe.close()
+        try:
+            UsiClient(self.path, self.options).close()  # fail fast on a bad option or a broken binary
+        except EngineOptionError as e:
+            raise PlayerError(str(e)) from None
 
     def session(self) -> Session:
         return _UsiSession(self)
@@ -294,10 +215,7 @@ class _AgentServer:
     """Batches the searches of concurrent games into one device call (padded to ``slots``)."""
 
     def __init__(self, agent, num_simulations: int, slots: int, seed: int):
-        from az import agent as agent_lib
-
         self.agent, self.slots, self.n = agent, slots, num_simulations
-        self.choose = agent_lib.choose_moves
         self.key = jax.random.PRNGKey(seed)
         self.requests: queue.Queue = queue.Queue()
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -321,15 +239,15 @@ class _AgentServer:
                 batch.append(item)
             self.key, sub = jax.random.split(self.key)
             try:
-                results = self.choose(self.agent, [s for s, _ in batch], num_simulations=self.n, rng_key=sub,
-                                      pad_to=self.slots)
-                for (_, reply), result in zip(batch, results):
-                    reply.put(result)
+                actions = self.agent.choose_actions([s for s, _ in batch], num_simulations=self.n, rng_key=sub,
+                                                    pad_to=self.slots)
+                for (_, reply), action in zip(batch, actions):
+                    reply.put(action)
             except Exception as e:  # reported to each waiting game
                 for _, reply in batch:
                     reply.put(e)
 
-    def search(self, state: env.State) -> dict:
+    def action(self, state: env.State) -> int:
         reply: queue.Queue = queue.Queue()
         self.requests.put((state, reply))
         result = reply.get()
@@ -345,19 +263,16 @@ class _AgentSession(Session):
     def __init__(self, player: "AgentPlayer"):
         self.player = player
 
-    def move(self, position: Position) -> str:
-        from envs import rules
-
+    def move(self, position: Position) -> Move:
         state = position.state
-        if bool(rules.can_declare(state.x, state.checked)):
+        if bool(endings.can_declare(state.x, state.checked)):
             return "win"
-        result = self.player.server().search(state)
-        return notation.action_to_usi(state, int(result["action"]))
+        return self.player.server().action(state)
 
 
 class AgentPlayer(Player):
     def __init__(self, spec: str, *, num_simulations: int, slots: int, seed: int = 0):
-        from az import agent as agent_lib
+        from az.play import agent as agent_lib
 
         try:
             self.agent = agent_lib.load_agent(spec)

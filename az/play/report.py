@@ -1,9 +1,9 @@
 """The paper's figures as PNG files, from training workdirs and match results.
 
-    python -m az.report curve    --workdir runs/x [--workdir runs/y] --opponent SPEC [--opponent SPEC2] [--games N]
-    python -m az.report heatmaps --workdir runs/x [--points 3]
-    python -m az.report balance  --start "random_start(2)" --engine "usi:/usr/games/fairy-stockfish?nodes=100000" [--positions 200]
-    python -m az.report balance  --start shogi816k --checkpoint runs/x
+    python -m az.play.report curve    --workdir runs/x [--workdir runs/y] --opponent SPEC [--opponent SPEC2] [--games N]
+    python -m az.play.report heatmaps --workdir runs/x [--points 3]
+    python -m az.play.report balance  --start "random_start(2)" --engine "usi:/usr/games/fairy-stockfish?nodes=100000" [--positions 200]
+    python -m az.play.report balance  --start shogi816k --checkpoint runs/x
 
 curve: Elo against a reference over training games (Fig. 2), one match per checkpoint,
 kept in WORKDIR/eval/ so a rerun only plays what is missing. heatmaps: where each side's
@@ -24,6 +24,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+from az import diversity, workdir as workdir_lib  # noqa: E402
 
 FILES = "987654321"
 RANKS = "abcdefghi"
@@ -66,49 +68,45 @@ def read_metrics(workdir: str) -> list[dict]:
     return [latest[k] for k in sorted(latest)]
 
 
-def board_grid(counts81) -> np.ndarray:
-    """Counts by square index (file_index * 9 + rank) -> [rank, file 9..1] as a board is drawn."""
-    c = np.asarray(counts81).reshape(9, 9)  # [file_index, rank]
-    return c.T[:, ::-1]
+def heatmap_parts(rows: list[dict], points: int) -> list[tuple[int, np.ndarray]]:
+    """Ply-30 squares summed over ``points`` equal parts of a run's iterations:
+    [(games finished at the part's end, counts [2 sides, 2 kinds, 81])]."""
+    squares = np.asarray([r["diversity/squares"] for r in rows])  # [I, 2, 2, 81]
+    return [(rows[part[-1]]["games_finished"], squares[part].sum(0))
+            for part in np.array_split(np.arange(len(rows)), points) if len(part)]
 
 
-def entropy_bits(counts) -> float:
-    p = np.asarray(counts, np.float64).ravel()
-    if p.sum() == 0:
-        return float("nan")
-    p = p[p > 0] / p.sum()
-    return float(-(p * np.log2(p)).sum())
+def pooled_entropy(rows: list[dict], side: int, kind: int) -> tuple[int, list[float]]:
+    """(window, entropy in bits per iteration of the squares pooled over the last
+    ``window`` iterations): only a few games reach ply 30 per iteration."""
+    squares = np.asarray([r["diversity/squares"] for r in rows])[:, side, kind]  # [I, 81]
+    window = max(1, len(rows) // 20)
+    return window, [diversity.entropy_bits(squares[max(0, i - window + 1): i + 1].sum(0)) for i in range(len(rows))]
 
 
 def plot_heatmaps(workdirs: list[str], path: str, *, points: int = 3) -> None:
     """King and rook squares at ply 30, summed over equal parts of each run, plus entropy curves."""
     kinds = [("black", "king", 0, 0), ("black", "rook", 0, 1), ("white", "king", 1, 0), ("white", "rook", 1, 1)]
     runs = [(w, read_metrics(w)) for w in workdirs]
-    fig, axes = plt.subplots(len(runs) * points + 1, 4, figsize=(10, 2.4 * (len(runs) * points + 1)), squeeze=False)
+    parts = [(w, heatmap_parts(rows, points)) for w, rows in runs]
+    panel_rows = sum(len(p) for _, p in parts) + 1
+    fig, axes = plt.subplots(panel_rows, 4, figsize=(10, 2.4 * panel_rows), squeeze=False)
     row = 0
-    for workdir, rows in runs:
-        squares = np.asarray([r["diversity/squares"] for r in rows])  # [I, 2, 2, 81]
-        for part in np.array_split(np.arange(len(rows)), points):
-            if len(part) == 0:
-                continue
-            total = squares[part].sum(0)
-            games = rows[part[-1]]["games_finished"]
+    for workdir, run_parts in parts:
+        for games, total in run_parts:
             for col, (side, kind, s, k) in enumerate(kinds):
                 ax = axes[row, col]
-                ax.imshow(board_grid(total[s, k]), cmap="magma")
+                ax.imshow(diversity.board_grid(total[s, k]), cmap="magma")
                 ax.set_xticks(range(9), FILES, fontsize=6)
                 ax.set_yticks(range(9), RANKS, fontsize=6)
                 ax.set_title(f"{os.path.basename(workdir.rstrip('/'))} {side} {kind}\n"
-                             f"to {games} games, H={entropy_bits(total[s, k]):.2f} bits", fontsize=7)
+                             f"to {games} games, H={diversity.entropy_bits(total[s, k]):.2f} bits", fontsize=7)
             row += 1
     for col, (side, kind, s, k) in enumerate(kinds):
         ax = axes[row, col]
         for workdir, rows in runs:
-            squares = np.asarray([r["diversity/squares"] for r in rows])[:, s, k]  # [I, 81]
-            window = max(1, len(rows) // 20)  # a few games reach ply 30 per iteration: pool iterations
-            pooled = [squares[max(0, i - window + 1): i + 1].sum(0) for i in range(len(rows))]
-            ax.plot([r["games_finished"] for r in rows], [entropy_bits(c) for c in pooled],
-                    label=os.path.basename(workdir.rstrip("/")))
+            window, bits = pooled_entropy(rows, s, k)
+            ax.plot([r["games_finished"] for r in rows], bits, label=os.path.basename(workdir.rstrip("/")))
         ax.set_title(f"{side} {kind} entropy (bits, {window}-iteration windows)", fontsize=8)
         ax.set_xlabel("games", fontsize=7)
         ax.legend(fontsize=6)
@@ -145,12 +143,11 @@ def elo_curve(workdirs: list[str], opponents: list[str], *, games: int | None, s
               openings: str | None, concurrency: int, path: str, steps: list[int] | None = None) -> dict:
     """Plays saved checkpoints of each run against each opponent and plots Elo over games.
 
-    Matches are kept in WORKDIR/eval/<opponent>/step_<K>; finished ones are not replayed.
+    Checkpoints are the run's snapshots (all, or ``steps``). Matches are kept in
+    WORKDIR/eval/<opponent>/step_<K>; finished ones are not replayed.
     """
-    import orbax.checkpoint as ocp
-
-    from az import match as match_lib
-    from az import players as players_lib
+    from az.play import match as match_lib
+    from az.play import players as players_lib
 
     curves = {}
     opening_list = match_lib.load_openings(openings)
@@ -159,10 +156,11 @@ def elo_curve(workdirs: list[str], opponents: list[str], *, games: int | None, s
         try:
             for workdir in workdirs:
                 rows = {r["iteration"]: r for r in read_metrics(workdir)}
-                manager = ocp.CheckpointManager(os.path.abspath(os.path.join(workdir, "checkpoints")))
-                saved = sorted(manager.all_steps())
-                manager.close()
-                chosen = saved if steps is None else [s for s in steps if s in saved or s == 0]
+                saved = workdir_lib.snapshot_steps(workdir)
+                missing = [s for s in steps or () if s not in saved]
+                if not saved or missing:
+                    raise ValueError(f"{workdir}: no snapshot of step(s) {missing or 'any'} (have {saved})")
+                chosen = saved if steps is None else steps
                 points = []
                 for step in chosen:
                     out = os.path.join(workdir, "eval", _slug(second.name), f"step_{step}")
@@ -220,18 +218,17 @@ def start_positions(start: str, count: int, seed: int = 0) -> list[str]:
 def engine_scores(sfens: list[str], engine: str) -> list[float]:
     """Black's score in centipawns by a USI engine, a fresh process per position
     (fairy-stockfish's fixed-node evaluation depends on earlier searches in a process)."""
-    from az import players as players_lib
+    from az.play import players as players_lib
+    from az.play.usi_client import UsiClient
 
     player = players_lib.parse_player(engine)
     scores = []
     for sfen in sfens:
-        process = players_lib._UsiProcess(player.path, player.options)
+        process = UsiClient(player.path, player.options)
         try:
             process.send("usinewgame")
-            process.send(f"position sfen {sfen}")
-            process.send(player.go_command)
             score = None
-            for line in process.until(lambda s: s.startswith("bestmove"), player.move_timeout):
+            for line in process.think(f"position sfen {sfen}", player.go_command, player.move_timeout):
                 if line.startswith("info") and " score " in line and " multipv " not in line.replace(" multipv 1 ", " "):
                     parts = line.split()
                     kind, value = parts[parts.index("score") + 1], parts[parts.index("score") + 2]
@@ -249,15 +246,15 @@ def network_values(sfens: list[str], checkpoint: str) -> list[float]:
     """Black's value in [-1, 1] by a trained network."""
     import jax
 
-    from az import agent as agent_lib
-    from az import search as search_lib
+    from az.play import agent as agent_lib
     from envs import notation
 
     agent = agent_lib.load_agent(checkpoint)
-    states = agent_lib.stack_states([notation.from_sfen(s) for s in sfens])
-    _, value = jax.jit(lambda p, g: search_lib.evaluate(agent.network.apply, p, g))(agent.params, states)
-    color = np.asarray(states.x.color)
-    return list(np.where(color == 0, np.asarray(value), -np.asarray(value)).astype(float))
+    states = [notation.from_sfen(s, agent.rules) for s in sfens]
+    policy = agent.search(0, batch=len(states), history=agent.rules.history)
+    value = np.asarray(policy(agent.params, jax.random.PRNGKey(0), agent_lib.stack_states(states)).root_value)
+    color = np.asarray([int(s.current_player) for s in states])
+    return list(np.where(color == 0, value, -value).astype(float))
 
 
 def plot_balance(values: dict, path: str, *, unit: str) -> dict:

@@ -2,7 +2,8 @@
 
 A checkpoint is written to a temporary directory and renamed when complete, so a
 run killed mid-save (SIGKILL) resumes from the previous one. The manager never
-removes anything but its own old steps.
+removes anything but its own old steps. Each save also writes the params-only
+snapshot that evaluation and play load (``az.workdir``); snapshots are never removed.
 """
 
 import json
@@ -10,6 +11,8 @@ import os
 
 import ml_collections
 import orbax.checkpoint as ocp
+
+from az import workdir as workdir_lib
 
 # Fields that may change between a run and its resumption.
 _MAY_CHANGE = ("checkpoint.", "budget_games", "distributed", "name")
@@ -46,6 +49,7 @@ class Checkpointer:
     """Saves and restores ``TrainState`` under ``workdir/checkpoints``."""
 
     def __init__(self, workdir: str, *, keep: int):
+        self.workdir = workdir
         self.directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
         self.manager = ocp.CheckpointManager(
             self.directory,
@@ -57,6 +61,8 @@ class Checkpointer:
         return self.manager.latest_step()
 
     def save(self, step: int, state, config: ml_collections.ConfigDict) -> None:
+        """The whole state under ``checkpoints/STEP``, the parameters under ``snapshots/STEP``."""
+        workdir_lib.save_snapshot(self.workdir, step, state.params, config)
         self.manager.save(
             step,
             args=ocp.args.Composite(

@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import optax
 from jax import Array
 
-from az.replay import Batch
-from envs import movegen
+from az.train.replay import Batch
+from envs import env, movegen
 
 
 def make_optimizer(config) -> optax.GradientTransformation:
@@ -44,12 +44,12 @@ def make_optimizer(config) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(config.grad_clip), core)
 
 
-def observations(boards: Array, hands: Array) -> Array:
-    """[N, 81] int8, [N, 2, 7] int8 -> [N, 9, 9, 119] bool."""
+def observations(boards: Array, hands: Array, rules: env.Rules) -> Array:
+    """[N, 81] int8, [N, 2, 7] int8 -> [N, 9, 9, 119] bool, by the rules' move generator."""
 
     def one(board, hand):
         x = movegen.GameState(board=board.astype(jnp.int32), hand=hand.astype(jnp.int32))
-        return movegen.observe(x)
+        return movegen.observe(x, rules.movegen)
 
     return jax.vmap(one)(boards, hands)
 
@@ -61,8 +61,8 @@ class LossInfo(NamedTuple):
     value_accuracy: Array  # sign agreement on decided positions
 
 
-def loss_fn(apply_fn: Callable, params, batch: Batch) -> tuple[Array, LossInfo]:
-    logits, value = apply_fn(params, observations(batch.board, batch.hand))
+def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules) -> tuple[Array, LossInfo]:
+    logits, value = apply_fn(params, observations(batch.board, batch.hand, rules))
     log_p = jax.nn.log_softmax(logits)
     policy_loss = -(batch.policy * log_p).sum(-1).mean()
     value_loss = jnp.mean((value - batch.value) ** 2)
@@ -73,9 +73,9 @@ def loss_fn(apply_fn: Callable, params, batch: Batch) -> tuple[Array, LossInfo]:
     return policy_loss + value_loss, LossInfo(policy_loss, value_loss, entropy, accuracy)
 
 
-def make_update(apply_fn: Callable, optimizer: optax.GradientTransformation):
+def make_update(apply_fn: Callable, optimizer: optax.GradientTransformation, rules: env.Rules):
     """``update(params, opt_state, batch) -> (params, opt_state, loss, LossInfo)``."""
-    grad_fn = jax.value_and_grad(lambda p, b: loss_fn(apply_fn, p, b), has_aux=True)
+    grad_fn = jax.value_and_grad(lambda p, b: loss_fn(apply_fn, p, b, rules), has_aux=True)
 
     def update(params, opt_state, batch: Batch):
         (loss, info), grads = grad_fn(params, batch)

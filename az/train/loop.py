@@ -4,7 +4,6 @@
 resuming from the workdir's latest checkpoint when there is one.
 """
 
-import json
 import math
 import os
 import signal
@@ -13,12 +12,13 @@ import time
 
 import jax
 import ml_collections
-import numpy as np
 from tqdm import tqdm
 
-from az import checkpoint as checkpoint_lib
-from az import config as config_lib
-from az import trainer as trainer_lib
+from az import workdir as workdir_lib
+from az.train import checkpoint as checkpoint_lib
+from az.train import config as config_lib
+from az.train import metrics as metrics_lib
+from az.train import trainer as trainer_lib
 
 
 class NonFiniteLoss(RuntimeError):
@@ -30,50 +30,13 @@ def _log(msg: str):
         print(msg, flush=True)
 
 
-def _enable_compilation_cache(workdir: str):
-    jax.config.update("jax_compilation_cache_dir", os.path.join(os.path.abspath(workdir), "jax_cache"))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-
-
-def _to_host(tree):
-    """Replicated device values -> numpy, also when other processes hold the array."""
-    return jax.tree.map(lambda a: np.asarray(a.addressable_data(0)), tree)
-
-
-class _Writers:
-    def __init__(self, workdir: str):
-        self.enabled = jax.process_index() == 0
-        if not self.enabled:
-            return
-        from tensorboardX import SummaryWriter
-
-        self.jsonl = open(os.path.join(workdir, "metrics.jsonl"), "a", encoding="utf-8")
-        self.tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
-
-    def write(self, step: int, metrics: dict):
-        if not self.enabled:
-            return
-        self.jsonl.write(json.dumps({"iteration": step, **metrics}) + "\n")
-        self.jsonl.flush()
-        for k, v in metrics.items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and v is not None:
-                self.tb.add_scalar(k, v, step)
-        self.tb.flush()
-
-    def close(self):
-        if self.enabled:
-            self.jsonl.close()
-            self.tb.close()
-
-
 def train(config: ml_collections.ConfigDict, workdir: str, *, max_iterations: int | None = None) -> dict:
     """Trains (or resumes) and returns the last iteration's host metrics.
 
     With ``config.distributed``, ``az.distributed.initialize`` must have run first.
     """
     os.makedirs(workdir, exist_ok=True)
-    _enable_compilation_cache(workdir)
+    workdir_lib.enable_compilation_cache(os.path.join(workdir, "jax_cache"))
     mesh = trainer_lib.make_mesh()
     config_lib.validate(config, mesh.size)
     _log(f"devices: {mesh.size} x {jax.devices()[0].platform} ({jax.process_count()} process(es))")
@@ -99,8 +62,8 @@ def train(config: ml_collections.ConfigDict, workdir: str, *, max_iterations: in
         stop_requested.append(signum)
 
     previous_handler = signal.signal(signal.SIGTERM, on_sigterm)
-    writers = _Writers(workdir)
-    games_done = int(_to_host(state.games_finished))
+    writers = metrics_lib.Writers(workdir)
+    games_done = int(metrics_lib.to_host(state.games_finished))
     bar = tqdm(
         total=config.budget_games,
         initial=min(games_done, config.budget_games),
@@ -118,7 +81,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, *, max_iterations: in
             start = time.time()
             with jax.transfer_guard("disallow"):
                 state, device_metrics = trainer.iteration(state)
-            metrics = trainer_lib.host_metrics(_to_host(device_metrics), trainer.scheme_names)
+            metrics = metrics_lib.host_metrics(metrics_lib.to_host(device_metrics), trainer.scheme_names)
             seconds = time.time() - start
             step += 1
             metrics["seconds"] = seconds

@@ -11,11 +11,10 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
-from az import replay as replay_lib
-from az import search as search_lib
+from az import diversity
+from az.search import SearchResult
+from az.train import replay as replay_lib
 from envs import env
-
-DIVERSITY_PLY = 30  # where king and rook squares are counted (the paper's heatmaps)
 
 
 class Stats(NamedTuple):
@@ -47,28 +46,6 @@ def empty_stats(num_schemes: int) -> Stats:
     )
 
 
-def black_frame_board(games: env.State) -> Array:
-    """Boards in black's frame (black 0..13, white 14..27): [B, 81] int32."""
-    board = games.x.board
-    flipped = jnp.where(board >= 0, (board + 14) % 28, -1)[:, ::-1]
-    return jnp.where((games.current_player == 0)[:, None], board, flipped)
-
-
-def _square_counts(games: env.State) -> Array:
-    board = black_frame_board(games)
-    at_ply = (games.ply == DIVERSITY_PLY)[:, None]
-
-    def count(*pieces):
-        hit = jnp.zeros(board.shape, jnp.bool_)
-        for piece in pieces:
-            hit |= board == piece
-        return (hit & at_ply).sum(axis=0).astype(jnp.int32)
-
-    black = jnp.stack([count(7), count(5, 13)])  # king; rook or dragon
-    white = jnp.stack([count(21), count(19, 27)])
-    return jnp.stack([black, white])
-
-
 class Carry(NamedTuple):
     games: env.State  # [B]
     rng_key: Array
@@ -81,7 +58,6 @@ def make_selfplay(
     start: Callable[[Array, Array], env.State],
     rules: env.Rules,
     *,
-    algorithm: str,
     sample_visits_plies: int,
     num_plies: int,
     game_budget: int,
@@ -91,24 +67,25 @@ def make_selfplay(
 
     Moves: the search's action, except in the first ``sample_visits_plies`` plies of a
     game, where a move is sampled in proportion to the root visit counts (the
-    paper's Exploration variants); PUCT plays its most visited move otherwise.
+    paper's Exploration variants).
     """
     step = jax.vmap(lambda s, a: env.step(s, a, rules))
     start_batch = jax.vmap(start, in_axes=(0, None))
 
-    def choose(out, games: env.State, key: Array) -> Array:
-        visits = out.search_tree.summary().visit_counts  # [B, A]
-        greedy = out.action if algorithm == "gumbel" else jnp.argmax(visits, axis=-1)
+    def choose(result: SearchResult, games: env.State, key: Array) -> Array:
         if sample_visits_plies == 0:
-            return greedy
+            return result.action
+        visits = result.visit_counts  # [B, A]
         sampled = jax.random.categorical(key, jnp.where(visits > 0, jnp.log(visits), -jnp.inf))
-        return jnp.where(games.ply < sample_visits_plies, sampled, greedy)
+        return jnp.where(games.ply < sample_visits_plies, sampled, result.action)
 
     def play_one(params, carry: Carry, _):
         key, k_search, k_choose, k_start = jax.random.split(carry.rng_key, 4)
         games = carry.games
-        out = search(params, k_search, games)
-        action = choose(out, games, k_choose)
+        result = search(params, k_search, games)
+        action = choose(result, games, k_choose)
+        sampled_q = jnp.take_along_axis(result.q, action[:, None], axis=1)[:, 0]  # a visited move
+        played_q = jnp.where(action == result.action, result.chosen_q, sampled_q)
         after = step(games, action)
         ended = after.done
         outcome_black = after.rewards[:, 0]
@@ -116,8 +93,8 @@ def make_selfplay(
             board=games.x.board.astype(jnp.int8),
             hand=games.x.hand.astype(jnp.int8),
             color=games.current_player.astype(jnp.int8),
-            policy=out.action_weights.astype(jnp.bfloat16),
-            search_value=search_lib.chosen_q(out, action),
+            policy=result.policy.astype(jnp.bfloat16),
+            search_value=played_q,
             starts_game=games.ply == 0,
             ends_game=ended,
             truncated=after.truncated,
@@ -138,8 +115,8 @@ def make_selfplay(
             white_wins=s.white_wins + white_win.sum(),
             draws=s.draws + draw.sum(),
             by_scheme=s.by_scheme + scheme.T @ outcome,
-            squares=s.squares + _square_counts(after),
-            reached_ply30=s.reached_ply30 + (after.ply == DIVERSITY_PLY).sum(),
+            squares=s.squares + diversity.square_counts(after),
+            reached_ply30=s.reached_ply30 + (after.ply == diversity.PLY).sum(),
         )
         finished = carry.games_finished + ended.sum()
         progress = jnp.minimum(finished / game_budget, 1.0)

@@ -6,7 +6,6 @@ iterations. Data parallel over every device: games, the replay's game columns an
 minibatches are sharded on the mesh's ``data`` axis, parameters are replicated.
 """
 
-import functools
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -17,12 +16,12 @@ from jax import Array
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from az import config as config_lib
-from az import learner as learner_lib
-from az import replay as replay_lib
+from az import network as network_lib
 from az import search as search_lib
-from az import selfplay as selfplay_lib
-from az.network import AZNet
+from az.train import config as config_lib
+from az.train import learner as learner_lib
+from az.train import replay as replay_lib
+from az.train import selfplay as selfplay_lib
 from envs import env, starts
 
 
@@ -38,23 +37,6 @@ class TrainState(NamedTuple):
     learner_steps: Array  # [] int32
 
 
-def rules_from(config) -> env.Rules:
-    return env.Rules(
-        max_length=config.env.max_length,
-        declaration=config.env.declaration,
-        history=config.env.max_length + 1,
-    )
-
-
-def make_network(config) -> AZNet:
-    return AZNet(
-        num_blocks=config.model.num_blocks,
-        channels=config.model.channels,
-        value_hidden=config.model.value_hidden,
-        dtype=jnp.bfloat16 if config.model.dtype == "bfloat16" else jnp.float32,
-    )
-
-
 class Trainer(NamedTuple):
     """The run's compiled pieces, built once from a validated config."""
 
@@ -68,10 +50,10 @@ class Trainer(NamedTuple):
 
 def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
     config_lib.validate(config, mesh.size)
-    rules = rules_from(config)
+    rules = search_lib.rules_from_config(config)
     spec = starts.parse_start(config.env.start)
     start = starts.make_start_fn(spec, rules)
-    net = make_network(config)
+    net = network_lib.make_network(config)
     apply_fn = net.apply
     search = search_lib.make_search(
         apply_fn,
@@ -90,7 +72,6 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
         search,
         start,
         rules,
-        algorithm=config.search.algorithm,
         sample_visits_plies=config.selfplay.sample_visits_plies,
         num_plies=num_plies,
         game_budget=config.budget_games,
@@ -99,7 +80,7 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
     learner_config = ml_collections.ConfigDict(config.learner.to_dict())
     learner_config.total_steps = config_lib.total_learner_steps(config)
     optimizer = learner_lib.make_optimizer(learner_config)
-    update = learner_lib.make_update(apply_fn, optimizer)
+    update = learner_lib.make_update(apply_fn, optimizer, rules)
     rows = config.replay.capacity // num_games
 
     replicated = NamedSharding(mesh, P())
@@ -109,8 +90,7 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
     def init() -> TrainState:
         key = jax.random.PRNGKey(config.seed)
         k_params, k_games, k_run = jax.random.split(key, 3)
-        observation = jnp.zeros((1, 9, 9, 119), jnp.bool_)
-        params = net.init(k_params, observation)
+        params = network_lib.init_params(net, k_params)
         games = jax.vmap(start, in_axes=(0, None))(jax.random.split(k_games, num_games), jnp.float32(0))
         return TrainState(
             params=params,
@@ -203,34 +183,3 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
 
 def make_mesh() -> Mesh:
     return Mesh(np.asarray(jax.devices()), ("data",))
-
-
-@functools.lru_cache(maxsize=None)
-def _entropy_bits(counts: tuple) -> float:
-    p = np.asarray(counts, np.float64)
-    if p.sum() == 0:
-        return 0.0
-    p = p[p > 0] / p.sum()
-    return float(-(p * np.log2(p)).sum())
-
-
-def host_metrics(metrics: dict, scheme_names: tuple) -> dict:
-    """Turns one iteration's device metrics into flat JSON-ready numbers."""
-    m = {k: np.asarray(v) for k, v in metrics.items()}
-    out = {}
-    for k, v in m.items():
-        if v.ndim == 0:
-            out[k] = v.item()
-    finished = int(m["selfplay/finished"])
-    out["selfplay/mean_game_length"] = float(m["selfplay/length_sum"]) / finished if finished else None
-    for reason, n in zip(env.END_REASONS[1:], m["selfplay/end_reasons"][1:]):
-        out[f"selfplay/end/{reason}"] = int(n)
-    for name, row in zip(scheme_names, m["selfplay/by_scheme"]):
-        for outcome, n in zip(("black_win", "white_win", "draw"), row):
-            out[f"selfplay/scheme/{name}/{outcome}"] = int(n)
-    squares = m["selfplay/squares"]  # [2 sides, 2 kinds, 81]
-    for s, side in enumerate(("black", "white")):
-        for k, kind in enumerate(("king", "rook")):
-            out[f"diversity/{side}_{kind}_entropy_bits"] = _entropy_bits(tuple(int(n) for n in squares[s, k]))
-    out["diversity/squares"] = squares.tolist()
-    return out

@@ -1,0 +1,139 @@
+"""The engine's heavy half: positions in the environment and the loaded agent's searches.
+
+The engine imports this module on the first command that needs it (``position``,
+``isready``, ``go``), never to answer ``usi``: JAX, the environment and the network
+load here.
+
+Positions are parsed with rules under which only "no legal move" ends a game (the GUI
+is the referee). The search tree uses the agent's rules (declaration, repetition within
+its ``history_window``) but no ply limit, since a GUI's game can be longer than the
+training's ``max_length`` and the network does not see the ply.
+"""
+
+import dataclasses
+import threading
+import time
+
+import jax
+import numpy as np
+
+from az.play import agent as agent_lib
+from az.play.engine.clock import Speed
+from az.play.engine.protocol import Answer, value_to_cp
+from envs import endings, env, notation
+
+UNLIMITED_PLIES = 2**30
+PV_LENGTH = 16  # plies of principal variation read from the tree at most
+# Only "no legal move" ends a parsed game: the GUI is the referee.
+PARSE_RULES = env.Rules(max_length=UNLIMITED_PLIES, declaration=False, repetitions=2**20, history=256)
+
+
+@dataclasses.dataclass
+class Position:
+    sfen: str  # where the moves start
+    moves: list
+    state: env.State
+
+
+def parse_position(args: list[str], previous: Position | None) -> Position:
+    """The position of a ``position`` command's arguments; one that extends ``previous``
+    plays only the new moves. ``ValueError`` names what is wrong."""
+    sfen, moves = notation.split_position(" ".join(["position", *args]))
+    if previous is not None and previous.sfen == sfen and moves[: len(previous.moves)] == previous.moves:
+        state, done = previous.state, len(previous.moves)
+    else:
+        state, done = notation.from_sfen(sfen, PARSE_RULES), 0
+    state = notation.play_moves(state, moves[done:], PARSE_RULES, first_number=done + 1)
+    return Position(sfen, moves, state)
+
+
+def has_legal_move(state: env.State) -> bool:
+    return bool(np.asarray(state.legal_action_mask).any())
+
+
+_can_declare = jax.jit(endings.can_declare)
+
+
+def can_declare(state: env.State) -> bool:
+    """The entering-king declaration (CSA 27-point rule) holds for the side to move."""
+    return bool(_can_declare(state.x, state.checked))
+
+
+class Model:
+    """A loaded snapshot with its compiled searches (shared across reloads of one config)."""
+
+    _background: threading.Thread | None = None
+    _background_lock = threading.Lock()
+
+    def __init__(self, spec: str):
+        self.spec = spec
+        self.agent = agent_lib.load_agent(spec)
+        self.speed: Speed | None = None
+
+    def _search(self, n: int):
+        return self.agent.search(n, batch=1, history=PARSE_RULES.history, max_length=UNLIMITED_PLIES,
+                                 pv_length=PV_LENGTH)
+
+    def compiled_sizes(self) -> set[int]:
+        """Simulation counts (> 0) whose search is compiled."""
+        return self.agent.compiled_simulations(batch=1, history=PARSE_RULES.history, max_length=UNLIMITED_PLIES,
+                                               pv_length=PV_LENGTH) - {0}
+
+    def compile_in_background(self, n: int):
+        """Compiles the ``n``-simulation search in a thread, for later moves (one at a time)."""
+        with Model._background_lock:
+            if Model._background is not None and Model._background.is_alive():
+                return
+            Model._background = threading.Thread(target=self._compile_quietly, args=(n,), daemon=True,
+                                                 name=f"azshogi-compile-{n}")
+            Model._background.start()
+
+    def _compile_quietly(self, n: int):
+        try:
+            self._search(n)
+        except Exception:  # the clock keeps using the sizes it has
+            pass
+
+    def evaluate(self, n: int, state: env.State) -> dict:
+        """An ``n``-simulation search (0: the policy network) of one position; host values."""
+        result = self._search(n)(self.agent.params, jax.random.PRNGKey(0), agent_lib.stack_states([state]))
+        action, value, pv = jax.device_get((result.action[0], result.chosen_q[0], result.pv[0]))
+        return {"action": int(action), "value": float(value), "pv": pv, "nodes": max(n, 1)}
+
+    def answer(self, out: dict, state: env.State, seconds: float) -> Answer:
+        """``info`` lines and the bestmove of an evaluation."""
+        move = notation.action_to_usi(state, out["action"])
+        pv = notation.line_to_usi(state, out["pv"])
+        if not pv or pv[0] != move:
+            pv = [move]
+        ms = max(int(seconds * 1000), 1)
+        nodes = out["nodes"]
+        info = [
+            f"info depth {len(pv)} nodes {nodes} nps {int(nodes * 1000 / ms)} time {ms} "
+            f"score cp {value_to_cp(out['value'])} pv {' '.join(pv)}"
+        ]
+        return Answer(move, info)
+
+    def prepare(self, simulations: int, progress) -> float:
+        """Compiles the policy and the ``simulations`` search, measures their speed; the
+        search's seconds."""
+        state = notation.from_sfen(notation.STARTPOS_SFEN, PARSE_RULES)
+        progress("compiling the policy network")
+        self.evaluate(0, state)
+        start = time.perf_counter()
+        for _ in range(3):
+            self.evaluate(0, state)
+        policy_s = (time.perf_counter() - start) / 3
+        progress(f"compiling the search ({simulations} simulations)")
+        start = time.perf_counter()
+        self._search(simulations)
+        compile_s = time.perf_counter() - start
+        start = time.perf_counter()
+        out = self.evaluate(simulations, state)
+        search_s = time.perf_counter() - start
+        start = time.perf_counter()
+        self.answer(out, state, search_s)
+        host_s = time.perf_counter() - start
+        self.speed = Speed(policy_s=policy_s, simulation_s=max(search_s - policy_s, 1e-6) / simulations,
+                           compile_s=compile_s, host_s=host_s)
+        return search_s

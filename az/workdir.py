@@ -1,0 +1,144 @@
+"""What a training workdir holds, and how training and playing reach it.
+
+    WORKDIR/
+      config.json          the run's config
+      metrics.jsonl        one line of metrics per iteration (and tensorboard/)
+      checkpoints/STEP/    the whole TrainState, the last ``checkpoint.keep``: for resuming
+      snapshots/STEP/      parameters and config only, every ``checkpoint.every_iterations``
+                           and at the end; never removed: for evaluation and play
+      jax_cache/           the persistent compilation cache, shared by training and the engine
+
+``WORKDIR[@STEP]`` names a snapshot (the latest without ``@STEP``). Nothing here imports
+JAX or orbax at module level, so the USI engine parses specs before loading anything heavy.
+"""
+
+import json
+import os
+
+SNAPSHOTS = "snapshots"
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class SnapshotError(ValueError):
+    """A snapshot that cannot be found or loaded; the message names it."""
+
+
+def parse_spec(spec: str) -> tuple[str, int | None]:
+    """``WORKDIR[@STEP]`` -> (workdir, step or None for the latest).
+
+    A relative WORKDIR missing from the working directory but present in the repository
+    (``runs/x``) is taken from there: GUIs start engines in folders of their choosing.
+    """
+    workdir, at, step = spec.rpartition("@")
+    if not (at and step.isdigit()):
+        workdir, step = spec, None  # no step, or an '@' that belongs to the path
+    if workdir and not os.path.isabs(workdir) and not os.path.isdir(workdir):
+        in_repo = os.path.join(_REPO, workdir)
+        if os.path.isdir(in_repo):
+            workdir = in_repo
+    return workdir, int(step) if step is not None else None
+
+
+def snapshot_dir(workdir: str) -> str:
+    return os.path.abspath(os.path.join(workdir, SNAPSHOTS))
+
+
+def snapshot_steps(workdir: str) -> list[int]:
+    """Steps of the finished snapshots, ascending (orbax renames a snapshot into place
+    only once it is complete)."""
+    directory = snapshot_dir(workdir)
+    if not os.path.isdir(directory):
+        return []
+    return sorted(int(name) for name in os.listdir(directory) if name.isdigit())
+
+
+def snapshot_problem(spec: str) -> str | None:
+    """A one-line complaint when ``spec`` names no snapshot (cheap: no JAX); else None."""
+    workdir, step = parse_spec(spec)
+    steps = snapshot_steps(workdir)
+    if not steps:
+        return f"checkpoint {spec!r}: no snapshots in {snapshot_dir(workdir)}"
+    if step is not None and step not in steps:
+        return f"checkpoint {spec!r}: no snapshot of step {step} (have {_ranges(steps)})"
+    return None
+
+
+def _ranges(steps: list[int]) -> str:
+    return ", ".join(map(str, steps)) if len(steps) <= 8 else f"{steps[0]}, {steps[1]}, ..., {steps[-1]}"
+
+
+def save_snapshot(workdir: str, step: int, params, config) -> None:
+    """Writes ``snapshots/STEP`` (params and config) atomically; every process of a
+    multi-host run calls it. A step already saved (before a SIGKILL, say) is kept:
+    a resumed run recomputes the same parameters."""
+    if step in snapshot_steps(workdir):
+        return
+    import orbax.checkpoint as ocp
+
+    manager = ocp.CheckpointManager(
+        snapshot_dir(workdir),
+        options=ocp.CheckpointManagerOptions(create=True, enable_async_checkpointing=False),
+        item_names=("params", "config"),
+    )
+    try:
+        manager.save(
+            step,
+            args=ocp.args.Composite(
+                params=ocp.args.StandardSave(params), config=ocp.args.JsonSave(json.loads(config.to_json()))
+            ),
+            force=True,
+        )
+        manager.wait_until_finished()
+    finally:
+        manager.close()
+
+
+def load_snapshot(spec: str):
+    """(config, params on the first device, step) of the snapshot ``WORKDIR[@STEP]``."""
+    problem = snapshot_problem(spec)
+    if problem:
+        raise SnapshotError(problem)
+    import jax
+    import ml_collections
+    import orbax.checkpoint as ocp
+
+    from az import network as network_lib
+
+    workdir, step = parse_spec(spec)
+    step = snapshot_steps(workdir)[-1] if step is None else step
+    manager = ocp.CheckpointManager(snapshot_dir(workdir), item_names=("params", "config"))
+    try:
+        saved = manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore()))["config"]
+        config = ml_collections.ConfigDict(_tuples(saved))
+        config.distributed = False
+        network = network_lib.make_network(config)
+        abstract = jax.eval_shape(lambda key: network_lib.init_params(network, key), jax.random.PRNGKey(0))
+        device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+        abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=device), abstract)
+        params = manager.restore(step, args=ocp.args.Composite(params=ocp.args.StandardRestore(abstract)))["params"]
+    finally:
+        manager.close()
+    return config, params, step
+
+
+def _tuples(d: dict) -> dict:
+    """JSON lists back to the tuples configs hold."""
+    return {k: _tuples(v) if isinstance(v, dict) else tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+
+
+def enable_compilation_cache(directory: str) -> bool:
+    """Points JAX's persistent compilation cache at ``directory`` (created if need be);
+    False when it cannot be written."""
+    directory = os.path.abspath(directory)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError:
+        return False
+    if not os.access(directory, os.W_OK):
+        return False
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", directory)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return True
