@@ -10,19 +10,29 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
-.PHONY: venv train test test-all bench
+.PHONY: venv engines train test test-all bench
 venv: $(STAMP)
+
+# The reference engines for evaluation (Debian packages; root or sudo): fairy-stockfish, gpsshogi.
+ENGINES := /usr/games/fairy-stockfish /usr/games/gpsusi
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+engines:
+	@for e in $(ENGINES); do test -x $$e || missing=1; done; \
+	if [ -n "$$missing" ]; then \
+	  $(SUDO) apt-get install -y -qq fairy-stockfish gpsshogi >/dev/null || \
+	  { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq fairy-stockfish gpsshogi >/dev/null; }; \
+	fi
 
 # The main job at a CPU-sized default: Shogi816K self-play training, resumable.
 train: venv
 	$(BIN)/python train.py --config configs/shogi816k.py:cpu --workdir runs/shogi816k_cpu
 
-# The test suite CI runs (slow tests excluded).
+# The test suite CI runs (slow tests excluded); two workers, one test file each at a time.
 test: venv
-	$(BIN)/python -m pytest -m "not slow" -q
+	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist loadfile
 
 test-all: venv
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 bench: venv
 	$(BIN)/python bench/env_bench.py
