@@ -16,21 +16,22 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.name = "base"  # shown in logs
     c.seed = 0  # the whole run's randomness derives from it
-    c.budget_games = 1_000_000  # self-play games to finish; training stops after them
-    c.expected_game_length = 130  # plies, to size learning-rate schedules from the game budget
+    c.budget_games = 1_000_000  # self-play games to finish; the learning rate and start phases follow
+    # games finished / budget_games, so it cannot change when a run resumes
 
     c.env = ml_collections.ConfigDict()
     c.env.start = "standard"  # start positions, see envs/starts.py (e.g. "shogi816k@0.6 > random_start(2)")
     c.env.max_length = 512  # plies; a longer game is a draw (truncated)
     c.env.declaration = True  # entering-king declaration (CSA 27 points) wins
+    c.env.movegen = "dense"  # move generator: "dense" (envs/dense.py) or "pgx" (the reference)
 
     c.search = ml_collections.ConfigDict()
     c.search.algorithm = "gumbel"  # "gumbel" (Gumbel MuZero, sequential halving) or "puct"
     c.search.num_simulations = 64  # n
     c.search.max_num_considered_actions = 16  # m (gumbel only)
     c.search.gumbel_scale = 1.0  # Gumbel noise at the root in self-play
-    c.search.dirichlet_alpha = 0.15  # puct only, as AlphaZero for shogi
-    c.search.dirichlet_fraction = 0.25  # puct only
+    c.search.dirichlet_alpha = 0.15  # puct only, as AlphaZero for shogi; the noise covers legal moves only
+    c.search.dirichlet_fraction = 0.25  # puct only: root prior = (1 - f) * prior + f * Dirichlet
     c.search.history_window = 16  # plies of repetition history inside the tree
 
     c.selfplay = ml_collections.ConfigDict()
@@ -52,17 +53,17 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
     c.learner = ml_collections.ConfigDict()
     c.learner.batch_size = 1024  # positions per step (divisible by the device count)
-    c.learner.steps_per_iteration = 8  # K
+    c.learner.replay_ratio = 1.0  # positions sampled per position generated (AlphaZero: about 1);
+    # sets K, the learner steps per iteration: K = replay_ratio * num_games * plies_per_iteration / batch_size
     c.learner.optimizer = "sgd"  # "sgd" (Nesterov momentum) or "adamw"
     c.learner.learning_rate = 0.02
     c.learner.momentum = 0.9
     c.learner.weight_decay = 1e-4
-    c.learner.warmup_steps = 500
-    c.learner.schedule = "cosine"  # "cosine", "step" or "constant" (after warm-up)
-    c.learner.step_fractions = (0.5, 0.75)  # "step": where the rate drops, as fractions of the run
+    c.learner.warmup_steps = 500  # learner steps of linear warm-up
+    c.learner.schedule = "cosine"  # over the game budget: "cosine" (to 0 at its end), "step" or "constant"
+    c.learner.step_fractions = (0.5, 0.75)  # "step": where the rate drops, as fractions of the game budget
     c.learner.step_decay = 0.1  # "step": factor at each drop
-    c.learner.grad_clip = 1.0  # global gradient norm
-    c.learner.total_steps = -1  # -1: from budget_games and expected_game_length
+    c.learner.grad_clip = 0.0  # global gradient norm above which the gradient is scaled down; 0: never
 
     c.checkpoint = ml_collections.ConfigDict()
     c.checkpoint.every_iterations = 50
@@ -87,7 +88,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.replay.capacity = 8 * 8 * 8
         c.replay.min_positions = 1
         c.learner.batch_size = 32
-        c.learner.steps_per_iteration = 2
         c.learner.warmup_steps = 2
         c.checkpoint.every_iterations = 2
     elif preset == "cpu":
@@ -104,7 +104,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.replay.capacity = 64 * 16 * 64
         c.replay.min_positions = 1024
         c.learner.batch_size = 256
-        c.learner.steps_per_iteration = 4
         c.learner.optimizer = "adamw"
         c.learner.learning_rate = 1e-3
         c.learner.warmup_steps = 50

@@ -14,8 +14,9 @@ import orbax.checkpoint as ocp
 
 from az import workdir as workdir_lib
 
-# Fields that may change between a run and its resumption.
-_MAY_CHANGE = ("checkpoint.", "budget_games", "distributed", "name")
+# Fields that may change between a run and its resumption. Not budget_games: the learning
+# rate and the start phases follow games finished / budget_games.
+_MAY_CHANGE = ("checkpoint.", "distributed", "name")
 
 
 class CheckpointMismatch(ValueError):

@@ -18,7 +18,6 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
     c = config
     _require(isinstance(c.seed, int), "seed", c.seed, "must be an integer")
     _require(c.budget_games >= 1, "budget_games", c.budget_games, "must be >= 1")
-    _require(c.expected_game_length >= 1, "expected_game_length", c.expected_game_length, "must be >= 1")
     try:
         spec = starts.parse_start(c.env.start)
         for leaf in spec.leaves:
@@ -27,6 +26,7 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
     except ValueError as e:
         raise ConfigError(f"config.env.start = {c.env.start!r}: {e}") from None
     _require(c.env.max_length >= 1, "env.max_length", c.env.max_length, "must be >= 1")
+    _require(c.env.movegen in ("dense", "pgx"), "env.movegen", c.env.movegen, "must be 'dense' or 'pgx'")
     s = c.search
     _require(s.algorithm in ("gumbel", "puct"), "search.algorithm", s.algorithm, "must be 'gumbel' or 'puct'")
     _require(s.num_simulations >= 1, "search.num_simulations", s.num_simulations, "must be >= 1")
@@ -84,7 +84,17 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
         lr.batch_size,
         f"must be divisible by the device count ({num_devices})",
     )
-    _require(lr.steps_per_iteration >= 0, "learner.steps_per_iteration", lr.steps_per_iteration, "must be >= 0")
+    _require(lr.replay_ratio >= 0, "learner.replay_ratio", lr.replay_ratio, "must be >= 0")
+    if lr.replay_ratio > 0:
+        steps = steps_per_iteration(c)
+        reached = steps * lr.batch_size / per_iteration
+        _require(
+            abs(reached - lr.replay_ratio) <= 0.25 * lr.replay_ratio,
+            "learner.replay_ratio",
+            lr.replay_ratio,
+            f"{lr.batch_size}-position steps reach only multiples of {lr.batch_size / per_iteration:g} "
+            f"per iteration of {per_iteration} positions (nearest: {reached:g}); change learner.batch_size",
+        )
     _require(lr.optimizer in ("sgd", "adamw"), "learner.optimizer", lr.optimizer, "must be 'sgd' or 'adamw'")
     _require(lr.learning_rate > 0, "learner.learning_rate", lr.learning_rate, "must be > 0")
     _require(0 <= lr.momentum < 1, "learner.momentum", lr.momentum, "must be in [0, 1)")
@@ -94,17 +104,14 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
     _require(
         all(0 < f < 1 for f in lr.step_fractions), "learner.step_fractions", lr.step_fractions, "must lie in (0, 1)"
     )
-    _require(lr.grad_clip > 0, "learner.grad_clip", lr.grad_clip, "must be > 0")
-    _require(lr.total_steps == -1 or lr.total_steps >= 1, "learner.total_steps", lr.total_steps, "must be -1 or >= 1")
+    _require(lr.grad_clip >= 0, "learner.grad_clip", lr.grad_clip, "must be >= 0 (0: no clipping)")
     _require(c.checkpoint.every_iterations >= 1, "checkpoint.every_iterations", c.checkpoint.every_iterations, ">= 1")
     _require(c.checkpoint.keep >= 1, "checkpoint.keep", c.checkpoint.keep, "must be >= 1")
 
 
-def total_learner_steps(config) -> int:
-    """Learner steps of the whole run, for learning-rate schedules."""
-    if config.learner.total_steps > 0:
-        return config.learner.total_steps
-    positions = config.budget_games * config.expected_game_length
-    per_iteration = config.selfplay.num_games * config.selfplay.plies_per_iteration
-    iterations = max(1, -(-positions // per_iteration))
-    return max(1, iterations * config.learner.steps_per_iteration)
+def steps_per_iteration(config) -> int:
+    """K, the learner steps per iteration: ``replay_ratio`` samples per generated position."""
+    positions = config.selfplay.num_games * config.selfplay.plies_per_iteration
+    if config.learner.replay_ratio <= 0:
+        return 0
+    return max(1, round(config.learner.replay_ratio * positions / config.learner.batch_size))

@@ -1,10 +1,17 @@
-"""The learner: optimizer from the config, loss, and one gradient step.
+"""The learner: the learning rate over the run, the optimizer, the loss, one gradient step.
 
 Loss = cross-entropy of the policy against the search's improved policy + mean
 squared error of the value, over N sampled positions; weight decay lives in the
 optimizer (decoupled for AdamW, added to the gradient for SGD).
+
+The learning rate follows the run's progress p = games finished / ``budget_games``
+(the same progress that moves start-scheme phases), so a schedule ends exactly when
+the budget is spent whatever the games' length: cosine ``lr * (1 + cos(pi p)) / 2``,
+step ``lr * decay^(fractions passed)``, or constant, times a linear warm-up over the
+first ``warmup_steps`` learner steps that starts above 0.
 """
 
+import math
 from typing import Callable, NamedTuple
 
 import jax
@@ -16,32 +23,31 @@ from az.train.replay import Batch
 from envs import env, movegen
 
 
-def make_optimizer(config) -> optax.GradientTransformation:
-    """``config``: the ``learner`` section (see configs/default.py)."""
-    total = config.total_steps
+def learning_rate(config, progress: Array, step: Array) -> Array:
+    """The rate at training progress ``progress`` in [0, 1] for learner step ``step``
+    (counted from 0); ``config`` is the ``learner`` section. Positive until p = 1."""
+    progress = jnp.clip(jnp.asarray(progress, jnp.float32), 0.0, 1.0)
     if config.schedule == "cosine":
-        schedule = optax.warmup_cosine_decay_schedule(
-            0.0, config.learning_rate, max(config.warmup_steps, 1), max(total, config.warmup_steps + 1)
-        )
+        rate = config.learning_rate * 0.5 * (1.0 + jnp.cos(math.pi * progress))
     elif config.schedule == "step":
-        boundaries = {int(f * total): config.step_decay for f in config.step_fractions}
-        decay = optax.piecewise_constant_schedule(config.learning_rate, boundaries)
-        warmup = optax.linear_schedule(0.0, config.learning_rate, max(config.warmup_steps, 1))
-        schedule = optax.join_schedules([warmup, decay], [config.warmup_steps])
-    else:  # constant after warm-up
-        schedule = optax.join_schedules(
-            [optax.linear_schedule(0.0, config.learning_rate, max(config.warmup_steps, 1)),
-             optax.constant_schedule(config.learning_rate)],
-            [config.warmup_steps],
-        )
-    if config.optimizer == "adamw":
-        core = optax.adamw(schedule, weight_decay=config.weight_decay)
+        passed = sum((progress >= f).astype(jnp.float32) for f in config.step_fractions)
+        rate = config.learning_rate * config.step_decay**passed
     else:
-        core = optax.chain(
-            optax.add_decayed_weights(config.weight_decay),
-            optax.sgd(schedule, momentum=config.momentum, nesterov=True),
-        )
-    return optax.chain(optax.clip_by_global_norm(config.grad_clip), core)
+        rate = jnp.full_like(progress, config.learning_rate)
+    warm = jnp.minimum(1.0, (jnp.asarray(step, jnp.float32) + 1.0) / max(config.warmup_steps, 1))
+    return rate * warm
+
+
+def make_optimizer(config) -> optax.GradientTransformation:
+    """The update direction for a learning rate of 1 (the step multiplies it by the
+    rate of the run's progress); ``config`` is the ``learner`` section."""
+    if config.optimizer == "adamw":
+        return optax.chain(optax.scale_by_adam(), optax.add_decayed_weights(config.weight_decay), optax.scale(-1.0))
+    return optax.chain(
+        optax.add_decayed_weights(config.weight_decay),
+        optax.trace(decay=config.momentum, nesterov=True),
+        optax.scale(-1.0),
+    )
 
 
 def observations(boards: Array, hands: Array, rules: env.Rules) -> Array:
@@ -55,13 +61,18 @@ def observations(boards: Array, hands: Array, rules: env.Rules) -> Array:
 
 
 class LossInfo(NamedTuple):
+    """One learner step's diagnostics (scalars)."""
+
     policy_loss: Array
     value_loss: Array
     policy_entropy: Array  # of the network's policy
     value_accuracy: Array  # sign agreement on decided positions
+    grad_norm: Array  # global gradient norm before clipping
+    clipped: Array  # 1.0 when clipping scaled the gradient down, else 0.0
+    learning_rate: Array
 
 
-def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules) -> tuple[Array, LossInfo]:
+def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules) -> tuple[Array, tuple]:
     logits, value = apply_fn(params, observations(batch.board, batch.hand, rules))
     log_p = jax.nn.log_softmax(logits)
     policy_loss = -(batch.policy * log_p).sum(-1).mean()
@@ -70,16 +81,27 @@ def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules) -> tuple
     decided = jnp.abs(batch.value) > 0.5
     agree = jnp.sign(value) == jnp.sign(batch.value)
     accuracy = (agree & decided).sum() / jnp.maximum(decided.sum(), 1)
-    return policy_loss + value_loss, LossInfo(policy_loss, value_loss, entropy, accuracy)
+    return policy_loss + value_loss, (policy_loss, value_loss, entropy, accuracy)
 
 
-def make_update(apply_fn: Callable, optimizer: optax.GradientTransformation, rules: env.Rules):
-    """``update(params, opt_state, batch) -> (params, opt_state, loss, LossInfo)``."""
+def make_update(apply_fn: Callable, optimizer: optax.GradientTransformation, rules: env.Rules, *, grad_clip: float):
+    """``update(params, opt_state, batch, learning_rate) -> (params, opt_state, loss, LossInfo)``.
+
+    ``grad_clip`` > 0 scales the gradient down to that global norm when it is larger
+    (0: never)."""
     grad_fn = jax.value_and_grad(lambda p, b: loss_fn(apply_fn, p, b, rules), has_aux=True)
 
-    def update(params, opt_state, batch: Batch):
-        (loss, info), grads = grad_fn(params, batch)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss, info
+    def update(params, opt_state, batch: Batch, rate: Array):
+        (loss, parts), grads = grad_fn(params, batch)
+        norm = optax.tree.norm(grads)
+        clipped = jnp.bool_(False)
+        if grad_clip > 0:
+            clipped = norm > grad_clip
+            scale = jnp.where(clipped, grad_clip / norm, 1.0)
+            grads = jax.tree.map(lambda g: g * scale.astype(g.dtype), grads)
+        direction, opt_state = optimizer.update(grads, opt_state, params)
+        params = optax.apply_updates(params, jax.tree.map(lambda d: rate * d, direction))
+        info = LossInfo(*parts, grad_norm=norm, clipped=clipped.astype(jnp.float32), learning_rate=rate)
+        return params, opt_state, loss, info
 
     return update

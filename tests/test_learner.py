@@ -1,0 +1,122 @@
+"""The learner's schedule over the run's progress, its optimizer, clipping, and the replay ratio."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+import pytest
+
+from az.train import config as config_lib
+from az.train import learner
+from configs import default
+
+
+def learner_config(**changes) -> ml_collections.ConfigDict:
+    c = default.get_config().learner
+    c.warmup_steps = 10
+    c.learning_rate = 0.02
+    for key, value in changes.items():
+        c[key] = value
+    return c
+
+
+def rate(config, progress, step=1000) -> float:
+    return float(learner.learning_rate(config, jnp.float32(progress), jnp.int32(step)))
+
+
+def test_learning_rate__cosine_follows_progress_and_ends_with_the_budget():
+    c = learner_config(schedule="cosine")
+    assert rate(c, 0.0) == pytest.approx(0.02)
+    assert rate(c, 0.25) == pytest.approx(0.02 * (1 + math.cos(math.pi / 4)) / 2, rel=1e-6)
+    assert rate(c, 0.5) == pytest.approx(0.01, rel=1e-6)
+    assert rate(c, 0.999) > 0  # never 0 while the budget is not spent
+    assert rate(c, 1.0) == pytest.approx(0.0, abs=1e-9)
+    assert rate(c, 1.7) == rate(c, 1.0)  # progress is clipped to the budget
+
+
+def test_learning_rate__step_drops_exactly_at_its_fractions():
+    c = learner_config(schedule="step", step_fractions=(0.5, 0.75), step_decay=0.1)
+    assert rate(c, 0.4999) == pytest.approx(0.02)
+    assert rate(c, 0.5) == pytest.approx(0.002)  # not shifted by the warm-up
+    assert rate(c, 0.7499) == pytest.approx(0.002)
+    assert rate(c, 0.75) == pytest.approx(0.0002)
+    assert rate(c, 1.0) == pytest.approx(0.0002)
+
+
+def test_learning_rate__warm_up_is_linear_in_steps_and_starts_above_zero():
+    c = learner_config(schedule="constant", warmup_steps=10)
+    rates = [rate(c, 0.0, step) for step in range(12)]
+    np.testing.assert_allclose(rates, [0.002 * min(k + 1, 10) for k in range(12)], rtol=1e-6)
+    assert rate(learner_config(schedule="constant", warmup_steps=0), 0.3, 0) == pytest.approx(0.02)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_update__equals_optax_with_the_same_rate(optimizer):
+    """A step of our optimizer at rate r equals optax's own at r (Nesterov SGD with
+    weight decay added to the gradient; AdamW with decoupled decay)."""
+    c = learner_config(optimizer=optimizer, weight_decay=0.1, momentum=0.9)
+    params = {"w": jnp.array([1.0, -2.0, 3.0])}
+    grads = [{"w": jnp.array([0.5, 0.25, -1.0])}, {"w": jnp.array([-0.3, 0.2, 0.1])}]
+    reference = (optax.adamw(0.05, weight_decay=0.1) if optimizer == "adamw" else
+                 optax.chain(optax.add_decayed_weights(0.1), optax.sgd(0.05, momentum=0.9, nesterov=True)))
+    ours = learner.make_optimizer(c)
+    p_ours, p_ref = params, params
+    s_ours, s_ref = ours.init(params), reference.init(params)
+    for g in grads:
+        d, s_ours = ours.update(g, s_ours, p_ours)
+        p_ours = optax.apply_updates(p_ours, jax.tree.map(lambda x: 0.05 * x, d))
+        u, s_ref = reference.update(g, s_ref, p_ref)
+        p_ref = optax.apply_updates(p_ref, u)
+    np.testing.assert_allclose(p_ours["w"], p_ref["w"], rtol=1e-6)
+
+
+def _update_fn(grad_clip):
+    """make_update on a 'network' that ignores its input: logits w, value tanh(v)."""
+
+    def apply_fn(params, observations):
+        n = observations.shape[0]
+        return jnp.broadcast_to(params["w"], (n, 2187)), jnp.broadcast_to(jnp.tanh(params["v"]), (n,))
+
+    from envs import env
+
+    return learner.make_update(apply_fn, learner.make_optimizer(learner_config(optimizer="sgd", momentum=0.0,
+                                                                                weight_decay=0.0)),
+                               env.Rules(), grad_clip=grad_clip)
+
+
+@pytest.mark.parametrize("grad_clip, clipped", [(0.0, False), (1e6, False), (1e-3, True)])
+def test_update__reports_the_norm_before_clipping_and_whether_it_clipped(grad_clip, clipped):
+    from az.train.replay import Batch
+
+    rng = np.random.default_rng(0)
+    batch = Batch(board=jnp.asarray(rng.integers(-1, 28, (4, 81)), jnp.int8), hand=jnp.zeros((4, 2, 7), jnp.int8),
+                  policy=jax.nn.one_hot(jnp.asarray([5, 5, 7, 9]), 2187), value=jnp.asarray([1.0, -1.0, 0.0, 1.0]))
+    params = {"w": jnp.full((2187,), 0.1), "v": jnp.float32(0.3)}
+    update = jax.jit(_update_fn(grad_clip))
+    new, _, _, info = update(params, update_state(params), batch, jnp.float32(0.5))
+    assert float(info.grad_norm) > 0.5
+    assert float(info.clipped) == float(clipped)
+    assert float(info.learning_rate) == 0.5
+    moved = np.sqrt(sum(float(((a - b) ** 2).sum()) for a, b in zip(jax.tree.leaves(new), jax.tree.leaves(params))))
+    expected = 0.5 * (min(float(info.grad_norm), grad_clip) if grad_clip > 0 else float(info.grad_norm))
+    assert moved == pytest.approx(expected, rel=1e-4)  # plain SGD moves rate x (clipped) gradient
+
+
+def update_state(params):
+    return learner.make_optimizer(learner_config(optimizer="sgd", momentum=0.0, weight_decay=0.0)).init(params)
+
+
+def test_replay_ratio__sets_the_learner_steps():
+    c = default.get_config()  # paper: 1024 games x 32 plies, batch 1024
+    assert c.learner.replay_ratio == 1.0
+    assert config_lib.steps_per_iteration(c) == 32
+    c.learner.replay_ratio = 0.25
+    assert config_lib.steps_per_iteration(c) == 8
+    smoke = default.get_config("smoke")
+    assert config_lib.steps_per_iteration(smoke) == 2  # 2 x 32 samples per 8 x 8 positions
+    smoke.learner.replay_ratio = 0.1  # a quarter step per iteration: not reachable
+    with pytest.raises(config_lib.ConfigError, match=r"^config\.learner\.replay_ratio = 0\.1: .*nearest: 0\.5"):
+        config_lib.validate(smoke, 1)
