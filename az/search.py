@@ -45,6 +45,7 @@ class SearchResult:
     root_value: Array  # [B] float32, the network's value of the root
     search_value: Array  # [B] float32, the root's value after the search
     pv: Array  # [B, L] int32, ``action`` then the most visited reply at each node; -1 past the tree
+    noise_tv: Array  # [B] float32, total variation between the root prior searched and the network's
 
 
 def rules_from_config(config: ml_collections.ConfigDict) -> env.Rules:
@@ -53,6 +54,7 @@ def rules_from_config(config: ml_collections.ConfigDict) -> env.Rules:
         max_length=config.env.max_length,
         declaration=config.env.declaration,
         history=config.env.max_length + 1,
+        movegen=config.env.movegen,
     )
 
 
@@ -66,6 +68,22 @@ def evaluate(apply_fn: ApplyFn, params: Params, games: env.State, rules: env.Rul
     move generator)."""
     logits, value = apply_fn(params, jax.vmap(lambda s: env.observe(s, rules))(games))
     return mask_logits(logits, games.legal_action_mask), value
+
+
+def with_dirichlet_noise(rng_key: Array, logits: Array, legal: Array, *, alpha: float, fraction: float):
+    """AlphaZero's root exploration: ``(1 - fraction) * prior + fraction * Dir(alpha)``
+    with the Dirichlet over the legal moves only.
+
+    (mctx's ``muzero_policy`` spreads its noise over all A actions and masks afterwards,
+    so only about L/A of it reaches the L legal moves.) Returns the noisy logits [B, A]
+    (illegal ones lowest) and the total variation [B] by which the prior moved.
+    """
+    prior = jax.nn.softmax(logits, axis=-1)
+    log_gamma = jax.random.loggamma(rng_key, alpha, logits.shape)  # stable for small alpha
+    noise = jax.nn.softmax(jnp.where(legal, log_gamma, -jnp.inf), axis=-1)
+    noisy = (1.0 - fraction) * prior + fraction * noise
+    total_variation = 0.5 * jnp.abs(noisy - prior).sum(axis=-1)
+    return mask_logits(jnp.log(jnp.maximum(noisy, jnp.finfo(noisy.dtype).tiny)), legal), total_variation
 
 
 def _recurrent_fn(apply_fn: ApplyFn, tree_rules: env.Rules) -> mctx.RecurrentFn:
@@ -130,7 +148,7 @@ def make_search(
 
     ``algorithm``: "gumbel" (Gumbel MuZero, sequential halving over
     ``max_num_considered_actions``, Gumbel noise scaled by ``gumbel_scale``) or "puct"
-    (MuZero's PUCT with Dirichlet noise). ``num_simulations == 0`` searches nothing:
+    (AlphaZero's PUCT, with ``with_dirichlet_noise`` at the root). ``num_simulations == 0`` searches nothing:
     the prior's best legal move. The tree judges repetition within ``history_window``
     plies; every other rule is ``rules``'s.
     """
@@ -154,14 +172,21 @@ def make_search(
             root_value=value,
             search_value=value,
             pv=jnp.concatenate([action[:, None], jnp.full((batch, pv_length - 1), -1, jnp.int32)], axis=1),
+            noise_tv=jnp.zeros((batch,), jnp.float32),
         )
 
     def search(params: Params, rng_key: Array, games: env.State) -> SearchResult:
         logits, value = evaluate(apply_fn, params, games, rules)
         if num_simulations == 0:
             return policy_only(logits, value)
-        root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=shorten(games))
         invalid_actions = ~games.legal_action_mask
+        noise_tv = jnp.zeros_like(value)
+        if algorithm == "puct" and dirichlet_fraction > 0:
+            rng_key, k_noise = jax.random.split(rng_key)
+            logits, noise_tv = with_dirichlet_noise(
+                k_noise, logits, games.legal_action_mask, alpha=dirichlet_alpha, fraction=dirichlet_fraction
+            )
+        root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=shorten(games))
         if algorithm == "gumbel":
             out = mctx.gumbel_muzero_policy(
                 params,
@@ -181,8 +206,7 @@ def make_search(
                 recurrent_fn,
                 num_simulations=num_simulations,
                 invalid_actions=invalid_actions,
-                dirichlet_alpha=dirichlet_alpha,
-                dirichlet_fraction=dirichlet_fraction,
+                dirichlet_fraction=0.0,  # the noise is in the root prior already
             )
         summary = out.search_tree.summary()
         visits = summary.visit_counts
@@ -200,6 +224,7 @@ def make_search(
             root_value=value,
             search_value=summary.value,
             pv=_principal_variation(out.search_tree, action, pv_length),
+            noise_tv=noise_tv,
         )
 
     return search

@@ -115,6 +115,7 @@ def test_search__gumbel_finds_mate_in_one_for_both_colours(gumbel_search, games,
 def test_chosen_q__is_plus_one_for_mates_and_less_for_other_moves(gumbel_search, games, host_games):
     out = gumbel_search(init_params(0), jax.random.key(0), games)
     np.testing.assert_allclose(np.asarray(out.chosen_q), [1.0, 1.0], atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(out.noise_tv), 0.0)  # Gumbel: no prior noise
     q = np.asarray(out.q)
     for i, sfen in enumerate(SFENS):
         mates = mating_moves(sfen)
@@ -140,6 +141,7 @@ def test_search__puct_returns_a_legal_action_and_weights_on_legal_moves():
     batch = stack(positions)
     search = jax.jit(search_lib.make_search(NET.apply, RULES, algorithm="puct", num_simulations=16))
     out = search(init_params(0), jax.random.key(3), batch)
+    assert np.asarray(out.noise_tv).min() > 0.05  # AlphaZero's root noise, over legal moves
     legal = np.asarray(batch.legal_action_mask)
     action = np.asarray(out.action)
     weights = np.asarray(out.policy)
@@ -209,3 +211,35 @@ if __name__ == "__main__":
     GOLDEN.parent.mkdir(exist_ok=True)
     GOLDEN.write_text(json.dumps(golden_result(jax.jit(make_gumbel_search())), indent=1) + "\n")
     print(f"wrote {GOLDEN}")
+
+
+# PUCT's root noise over the legal moves only ------------------------------------------
+
+NOISE_SFENS = {  # positions with about 20, 80 and 150 legal moves
+    21: "ln1s2gnl/1r1g1ksb1/ppppppp1p/7p1/7P1/9/PPPPPPP1P/LBSG2G1R/1N1K2SNL b - 23",
+    78: "+L4k3/2+P5+p/P+l3K1Pp/+P1n2p2+p/1R1pR3+p/1ng1+psP2/SgP6/1P+n3+b2/1SG+lS1+P2 b 3Pbgnl 1",
+    152: "+P3kS+P1B/1p1+b3+r1/P5L2/1+p+P1+p1lpP/2+S4+pN/4g3S/gPP3n2/1+P+r1PP2+P/+n1+n2GK2 b S2L2Pg 1",
+}
+
+
+@pytest.mark.parametrize("legal_moves", sorted(NOISE_SFENS))
+def test_dirichlet_noise__moves_the_prior_as_alphazeros_noise_does(legal_moves):
+    """Mean total variation between noisy and clean root priors, against numpy's own
+    Dirichlet over the legal moves; illegal actions get no mass."""
+    state = shogi.from_sfen(NOISE_SFENS[legal_moves], RULES)
+    legal = np.asarray(state.legal_action_mask)
+    assert legal.sum() == legal_moves
+    logits, _ = search_lib.evaluate(NET.apply, init_params(3), stack([state]), RULES)
+    samples = 4000
+    noisy, tv = jax.jit(jax.vmap(
+        lambda k: search_lib.with_dirichlet_noise(k, logits, legal[None], alpha=0.15, fraction=0.25)
+    ))(jax.random.split(jax.random.key(legal_moves), samples))
+    noisy_p = np.asarray(jax.nn.softmax(noisy, axis=-1))[:, 0]
+    assert noisy_p[:, ~legal].max() == 0.0
+    np.testing.assert_allclose(noisy_p.sum(-1), 1.0, rtol=1e-5)
+    prior = np.asarray(jax.nn.softmax(logits, axis=-1))[0, legal].astype(np.float64)
+    dirichlet = np.random.default_rng(0).dirichlet(np.full(legal_moves, 0.15), size=samples)
+    expected = 0.25 * 0.5 * np.abs(dirichlet - prior).sum(-1).mean()
+    assert np.asarray(tv).mean() == pytest.approx(expected, rel=0.03)
+    assert expected > 0.12  # far from mctx's spread over all 2187 actions (about 0.002)
+
