@@ -24,6 +24,7 @@ def make_plies(
     truncated=None,
     search_value=None,
     write=0,
+    played=None,
 ) -> replay.Plies:
     """T x B plies from [T, B] arrays (rows are plies, columns are games)."""
     color = np.asarray(color, np.int8)
@@ -42,6 +43,7 @@ def make_plies(
         color=jnp.asarray(color),
         policy=jnp.zeros((*shape, replay.NUM_ACTIONS), jnp.bfloat16),
         search_value=jnp.asarray(arr(search_value, np.float32)),
+        played=jnp.asarray(arr(played, np.bool_, fill=True)),
         starts_game=jnp.asarray(arr(starts, np.bool_)),
         ends_game=jnp.asarray(arr(ends, np.bool_)),
         truncated=jnp.asarray(arr(truncated, np.bool_)),
@@ -285,3 +287,20 @@ def test_label__a_games_result_stops_at_its_first_position():
     known, target, _ = label(replay.add(replay.init(R, 1), plies))
     np.testing.assert_array_equal(known[:T, 0], [False, False, True, True])
     np.testing.assert_array_equal(target[:T, 0], [0.0, 0.0, -1.0, 1.0])
+
+
+def test_label__a_start_already_over_gets_no_target_and_keeps_games_apart():
+    """Rows 0-1: a game black wins; row 2: a start already over (scored, not played);
+    row 3: the next game, still running."""
+    plies = make_plies(
+        column(0, 1, 0, 0),
+        starts=column(1, 0, 1, 1),
+        ends=column(0, 1, 1, 0),
+        outcome_black=column(0, 1, -1, 0),
+        played=column(1, 1, 0, 1),
+    )
+    buffer = replay.add(replay.init(R, 1), plies)
+    known, target, out = label(buffer)
+    np.testing.assert_array_equal(np.asarray(out.filled)[:T, 0], [True, True, False, True])
+    np.testing.assert_array_equal(known[:T, 0], [True, True, False, False])
+    np.testing.assert_array_equal(target[:2, 0], [1.0, -1.0])

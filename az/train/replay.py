@@ -25,6 +25,7 @@ class Plies(NamedTuple):
     color: Array  # [.., B] int8, 0 black to move
     policy: Array  # [.., B, A] bfloat16, the search's improved policy
     search_value: Array  # [.., B] float32, the search's Q of the chosen move (mover's view)
+    played: Array  # [.., B] bool, a move was searched and played here (not: a start already over)
     starts_game: Array  # [.., B] bool, the first position of its game
     ends_game: Array  # [.., B] bool, the move played here ended the game
     truncated: Array  # [.., B] bool, ... by reaching the maximum length
@@ -33,7 +34,7 @@ class Plies(NamedTuple):
 
 class Replay(NamedTuple):
     plies: Plies  # [R, B, ...]
-    filled: Array  # [R, B] bool
+    filled: Array  # [R, B] bool, holds a played position
     value_known: Array  # [R, B] bool, the position's game has ended
     value_target: Array  # [R, B] float32, mover's view
     next_row: Array  # [] int32, where the next T rows go
@@ -46,6 +47,7 @@ def empty_plies(shape: tuple[int, ...]) -> Plies:
         color=jnp.zeros(shape, jnp.int8),
         policy=jnp.zeros((*shape, NUM_ACTIONS), jnp.bfloat16),
         search_value=jnp.zeros(shape, jnp.float32),
+        played=jnp.zeros(shape, jnp.bool_),
         starts_game=jnp.zeros(shape, jnp.bool_),
         ends_game=jnp.zeros(shape, jnp.bool_),
         truncated=jnp.zeros(shape, jnp.bool_),
@@ -65,7 +67,8 @@ def init(rows: int, games: int) -> Replay:
 
 
 def add(replay: Replay, plies: Plies) -> Replay:
-    """Writes T rows at ``next_row`` (R is a multiple of T, so it never wraps inside)."""
+    """Writes T rows at ``next_row`` (R is a multiple of T, so it never wraps inside).
+    A row where no move was played (a start already over) is written but never filled."""
     rows = plies.color.shape[0]
     capacity = replay.filled.shape[0]
 
@@ -75,7 +78,7 @@ def add(replay: Replay, plies: Plies) -> Replay:
 
     return replay._replace(
         plies=jax.tree.map(write, replay.plies, plies),
-        filled=write(replay.filled, jnp.ones(plies.color.shape, jnp.bool_)),
+        filled=write(replay.filled, plies.played),
         next_row=(replay.next_row + rows) % capacity,
     )
 

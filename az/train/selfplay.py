@@ -3,6 +3,10 @@
 Games carry over between calls; a game that ends is replaced at once by a new one
 from the start scheme, so the batch stays full. Per ply it records the position,
 the search's improved policy and value (``replay.Plies``) and game statistics.
+
+A start that is already over (a ``random_start(N)`` line that reached mate, a book
+position that is mate or can declare) is never played: it counts as a finished game
+with its true result and is replaced, and its row gives no training position.
 """
 
 from typing import Callable, NamedTuple
@@ -29,6 +33,8 @@ class Stats(NamedTuple):
     by_scheme: Array  # [S, 3] int32, (black win, white win, draw) per start scheme
     squares: Array  # [2, 2, 81] int32, (black, white) x (king, rook) at ply 30, black's frame
     reached_ply30: Array  # [] int32, games that reached ply 30
+    finished_at_start: Array  # [] int32, games whose start position was already over
+    noise_tv: Array  # [] float32, summed over plies and games: how far root noise moved the prior
 
 
 def empty_stats(num_schemes: int) -> Stats:
@@ -43,6 +49,8 @@ def empty_stats(num_schemes: int) -> Stats:
         by_scheme=jnp.zeros((num_schemes, 3), jnp.int32),
         squares=jnp.zeros((2, 2, 81), jnp.int32),
         reached_ply30=zero,
+        finished_at_start=zero,
+        noise_tv=jnp.float32(0),
     )
 
 
@@ -86,7 +94,9 @@ def make_selfplay(
         action = choose(result, games, k_choose)
         sampled_q = jnp.take_along_axis(result.q, action[:, None], axis=1)[:, 0]  # a visited move
         played_q = jnp.where(action == result.action, result.chosen_q, sampled_q)
+        over = games.done  # only a fresh start can be over here: its result stands, unplayed
         after = step(games, action)
+        after = jax.tree.map(lambda old, new: jnp.where(_expand(over, new), old, new), games, after)
         ended = after.done
         outcome_black = after.rewards[:, 0]
         plies = replay_lib.Plies(
@@ -95,6 +105,7 @@ def make_selfplay(
             color=games.current_player.astype(jnp.int8),
             policy=result.policy.astype(jnp.bfloat16),
             search_value=played_q,
+            played=~over,
             starts_game=games.ply == 0,
             ends_game=ended,
             truncated=after.truncated,
@@ -117,6 +128,8 @@ def make_selfplay(
             by_scheme=s.by_scheme + scheme.T @ outcome,
             squares=s.squares + diversity.square_counts(after),
             reached_ply30=s.reached_ply30 + (after.ply == diversity.PLY).sum(),
+            finished_at_start=s.finished_at_start + over.sum(),
+            noise_tv=s.noise_tv + jnp.where(over, 0.0, result.noise_tv).sum(),
         )
         finished = carry.games_finished + ended.sum()
         progress = jnp.minimum(finished / game_budget, 1.0)
