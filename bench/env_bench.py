@@ -30,12 +30,9 @@ import time
 import jax
 import jax.numpy as jnp
 import pgx
+from pgx._src.games import shogi as pgx_shogi
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from pgx._src.games import shogi as pgx_shogi  # noqa: E402
-
-from envs import env, movegen, notation, perft, starts  # noqa: E402
+from envs import env, movegen, notation, perft, starts
 
 OPENINGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "openings.tsv")
 STEP_TARGET = 20.0  # ours / pgx, steps per second, at batch >= TARGET_BATCH

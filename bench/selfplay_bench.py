@@ -10,7 +10,6 @@ the search-tree memory per game of each.
 """
 
 import argparse
-import functools
 import statistics
 import time
 

@@ -18,6 +18,7 @@ import pytest
 
 from az import diversity, workdir as workdir_lib
 from az.train import checkpoint as checkpoint_lib
+from az.train import config as config_lib
 from az.train import loop
 from az.train import metrics as metrics_lib
 from az.train import trainer as trainer_lib
@@ -110,7 +111,9 @@ def test_train__smoke_preset_trains_two_iterations(smoke_runs, name):
     assert m["positions"] == 2 * batch * plies
     lines = read_jsonl(run.workdir)
     assert m["games_finished"] == sum(line["selfplay/finished"] for line in lines)
-    assert m["learner_steps"] == config.learner.steps_per_iteration * sum(line["learned"] for line in lines)
+    steps = config_lib.steps_per_iteration(config)
+    assert steps == 2  # replay ratio 1: 2 x 32 positions sampled per 8 x 8 generated
+    assert m["learner_steps"] == steps * sum(line["learned"] for line in lines)
     # The untrained network (0) and the smoke preset's every-2-iterations save, both as a
     # full checkpoint and as a params-only snapshot.
     assert checkpoint_steps(run.workdir) == [0, 2]
@@ -193,9 +196,19 @@ def test_train__metrics_have_diversity_histograms_and_end_reasons(smoke_runs, ba
     # Learning starts once games have ended; its loss is finite.
     learned = [line for line in lines if line["learned"]]
     assert learned, "no iteration learned"
-    assert lines[-1]["learner_steps"] == config.learner.steps_per_iteration * len(learned)
+    steps = config_lib.steps_per_iteration(config)
+    assert lines[-1]["learner_steps"] == steps * len(learned)
     for line in learned:
         assert math.isfinite(line["loss"]) and line["loss"] > 0
+        # The default clip does not bind: a positive, unclipped gradient at a positive rate.
+        assert line["learner/clipped_fraction"] == 0.0 and line["learner/grad_norm"] > 0
+        assert 0 < line["learner/learning_rate"] <= config.learner.learning_rate
+        assert line["learner/replay_ratio"] == pytest.approx(line["learner_steps"] * config.learner.batch_size
+                                                             / line["positions"])
+    # Progress is games finished over the budget, which the learning rate follows.
+    for line in lines:
+        assert line["progress"] == pytest.approx(min(line["games_finished"] / config.budget_games, 1.0))
+        assert line["selfplay/finished_at_start"] == 0 and line["selfplay/noise_tv"] == 0.0  # Gumbel: no noise
 
 
 def test_train__refuses_a_checkpoint_of_another_config(smoke_runs, tmp_path):
@@ -207,6 +220,16 @@ def test_train__refuses_a_checkpoint_of_another_config(smoke_runs, tmp_path):
         loop.train(config, str(workdir), max_iterations=3)
     assert checkpoint_steps(workdir) == checkpoint_steps(smoke_runs("base").workdir)
     assert len(read_jsonl(workdir)) == 2
+
+
+def test_train__refuses_to_resume_with_another_game_budget(smoke_runs, tmp_path):
+    """The learning rate and start phases follow games finished / budget_games."""
+    workdir = tmp_path / "other"
+    shutil.copytree(smoke_runs("base").workdir, workdir)
+    config = smoke_config("base")
+    config.budget_games *= 2
+    with pytest.raises(checkpoint_lib.CheckpointMismatch, match=r"budget_games: 64 -> 128"):
+        loop.train(config, str(workdir), max_iterations=3)
 
 
 def test_train__non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(smoke_runs, tmp_path, monkeypatch):

@@ -46,6 +46,11 @@ class Trainer(NamedTuple):
     iteration: Callable[[TrainState], tuple[TrainState, dict]]  # jitted, donates its input
     state_sharding: Any
     abstract_state: Any  # ShapeDtypeStructs with shardings, for restoring
+    # The iteration's pieces, unjitted, to time each alone (bench/train_bench.py):
+    selfplay: Callable  # (params, games, rng_key, games_finished) -> (games, games_finished, plies, stats)
+    relabel: Callable  # replay -> replay with value targets
+    learner_step: Callable  # (params, opt_state, step, replay, progress, rng_key) -> (params, opt_state, loss, info)
+    learner_steps_per_iteration: int  # K
 
 
 def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
@@ -77,10 +82,10 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
         game_budget=config.budget_games,
         num_schemes=len(spec.leaves),
     )
-    learner_config = ml_collections.ConfigDict(config.learner.to_dict())
-    learner_config.total_steps = config_lib.total_learner_steps(config)
-    optimizer = learner_lib.make_optimizer(learner_config)
-    update = learner_lib.make_update(apply_fn, optimizer, rules)
+    optimizer = learner_lib.make_optimizer(config.learner)
+    update = learner_lib.make_update(apply_fn, optimizer, rules, grad_clip=config.learner.grad_clip)
+    steps = config_lib.steps_per_iteration(config)
+    unroll_learner = mesh.devices.flat[0].platform == "cpu"
     rows = config.replay.capacity // num_games
 
     replicated = NamedSharding(mesh, P())
@@ -120,34 +125,45 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
     )
     batch_sharding = NamedSharding(mesh, P("data"))
 
-    def iteration(state: TrainState) -> tuple[TrainState, dict]:
-        key, k_selfplay, k_learn = jax.random.split(state.rng_key, 3)
-        games, games_finished, plies, stats = selfplay(state.params, state.games, k_selfplay, state.games_finished)
-        replay = replay_lib.add(state.replay, plies)
-        replay = replay_lib.label(
+    def relabel(replay: replay_lib.Replay) -> replay_lib.Replay:
+        return replay_lib.label(
             replay,
             search_value_weight=config.replay.search_value_weight,
             truncated_value=config.replay.truncated_value,
         )
+
+    def learner_step(params, opt_state, step, replay, progress, rng_key):
+        batch = replay_lib.sample(replay, rng_key, config.learner.batch_size)
+        batch = jax.lax.with_sharding_constraint(batch, batch_sharding)
+        rate = learner_lib.learning_rate(config.learner, progress, step)
+        return update(params, opt_state, batch, rate)
+
+    def iteration(state: TrainState) -> tuple[TrainState, dict]:
+        key, k_selfplay, k_learn = jax.random.split(state.rng_key, 3)
+        games, games_finished, plies, stats = selfplay(state.params, state.games, k_selfplay, state.games_finished)
+        replay = relabel(replay_lib.add(state.replay, plies))
         known = replay.value_known.sum()
-        steps = config.learner.steps_per_iteration
+        progress = jnp.minimum(games_finished / config.budget_games, 1.0)  # drives the learning rate
 
         def learn_step(carry, k):
-            params, opt_state = carry
-            batch = replay_lib.sample(replay, k, config.learner.batch_size)
-            batch = jax.lax.with_sharding_constraint(batch, batch_sharding)
-            params, opt_state, loss, info = update(params, opt_state, batch)
-            return (params, opt_state), (loss, info)
+            params, opt_state, step = carry
+            params, opt_state, loss, info = learner_step(params, opt_state, step, replay, progress, k)
+            return (params, opt_state, step + 1), (loss, info)
 
-        def learn(operand):
-            return jax.lax.scan(learn_step, operand, jax.random.split(k_learn, steps))
-
-        def skip(operand):
-            zeros = jnp.zeros((steps,), jnp.float32)
-            return operand, (zeros, learner_lib.LossInfo(zeros, zeros, zeros, zeros))
-
-        can_learn = (known >= max(config.replay.min_positions, 1)) & (steps > 0)  # never sample blanks
-        (params, opt_state), (loss, info) = jax.lax.cond(can_learn, learn, skip, (state.params, state.opt_state))
+        # The K steps always run and their result is kept only once positions have
+        # targets: on XLA's CPU backend a gradient step inside a cond branch or a rolled
+        # loop costs about 20x the same step alone (bench/train_bench.py), so on a CPU the
+        # steps are unrolled, and no backend puts them in a cond.
+        can_learn = (known >= max(config.replay.min_positions, 1)) & (steps > 0)  # never learn from blanks
+        keys = jax.random.split(k_learn, steps)
+        operand = (state.params, state.opt_state, state.learner_steps)
+        (params, opt_state, _), (loss, info) = jax.lax.scan(
+            learn_step, operand, keys, unroll=steps if unroll_learner and steps else 1
+        )
+        params, opt_state = jax.tree.map(
+            lambda new, old: jnp.where(can_learn, new, old), (params, opt_state), (state.params, state.opt_state)
+        )
+        loss, info = jax.tree.map(lambda x: jnp.where(can_learn, x, jnp.zeros_like(x)), (loss, info))
         new_state = TrainState(
             params=params,
             opt_state=opt_state,
@@ -159,18 +175,30 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
             positions=state.positions + num_games * num_plies,
             learner_steps=state.learner_steps + jnp.where(can_learn, steps, 0),
         )
+        rate_now = learner_lib.learning_rate(config.learner, progress, new_state.learner_steps)
+        searched = jnp.maximum(num_games * num_plies - stats.finished_at_start, 1)
         metrics = {
             "learned": can_learn,
+            "progress": progress,
             "loss": loss.mean(),
             "policy_loss": info.policy_loss.mean(),
             "value_loss": info.value_loss.mean(),
             "policy_entropy": info.policy_entropy.mean(),
             "value_accuracy": info.value_accuracy.mean(),
+            "learner/learning_rate": jnp.where(can_learn, info.learning_rate[-1], rate_now) if steps else rate_now,
+            "learner/grad_norm": info.grad_norm.mean(),
+            "learner/grad_norm_max": info.grad_norm.max() if steps else jnp.float32(0),
+            "learner/clipped_fraction": info.clipped.mean(),
+            # positions sampled per position generated, over the whole run
+            "learner/replay_ratio": new_state.learner_steps.astype(jnp.float32)
+            * config.learner.batch_size
+            / new_state.positions.astype(jnp.float32),
             "replay_positions_with_target": known,
             "games_finished": games_finished,
             "positions": new_state.positions,
             "learner_steps": new_state.learner_steps,
             **{f"selfplay/{k}": v for k, v in stats._asdict().items()},
+            "selfplay/noise_tv": stats.noise_tv / searched,  # mean over searched plies
         }
         return new_state, metrics
 
@@ -178,7 +206,8 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
     iteration_jit = jax.jit(
         iteration, in_shardings=(state_sharding,), out_shardings=(state_sharding, replicated), donate_argnums=0
     )
-    return Trainer(config, spec.names, init_jit, iteration_jit, state_sharding, abstract_state)
+    return Trainer(config, spec.names, init_jit, iteration_jit, state_sharding, abstract_state,
+                   selfplay, relabel, learner_step, steps)
 
 
 def make_mesh() -> Mesh:

@@ -1,0 +1,115 @@
+"""Whole training iterations of a preset, with learning on and off, and where their time goes.
+
+    python bench/train_bench.py [--config configs/shogi816k.py:cpu] [--config.FIELD=VALUE ...] [--repeats 3]
+
+Builds the preset's trainer (any ``--config.FIELD=VALUE`` override as train.py takes
+it) and times, after everything is compiled, the median of ``--repeats`` calls of:
+  * the fused ``iteration`` with learning on (a replay whose positions all have value
+    targets) and off (an empty replay, so the learner's ``cond`` skips): positions/s;
+  * each piece alone, jitted separately on the same inputs: self-play (T plies), adding
+    and labelling the replay, and one learner step (sample + gradient step), times K.
+It prints fused / sum of the parts (target: at most 1.2: the fused loop costs no more
+than its pieces) and exits with status 1 when that target is missed.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+from ml_collections import config_flags
+
+from az.train import replay as replay_lib
+from az.train import trainer as trainer_lib
+
+TARGET = 1.2
+DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "shogi816k.py:cpu")
+
+
+def _median_seconds(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _with_targets(replay: replay_lib.Replay, plies: replay_lib.Plies) -> replay_lib.Replay:
+    """The replay filled with ``plies`` in every row, each position its own finished game:
+    labelling gives every one a target, so the learner runs (shapes and costs as in a run)."""
+    rows = replay.filled.shape[0] // plies.color.shape[0]
+    for _ in range(rows):
+        replay = replay_lib.add(replay, plies._replace(starts_game=plies.played, ends_game=plies.played))
+    return replay
+
+
+def main(argv) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="one repeat (a smoke test of the benchmark)")
+    args, rest = parser.parse_known_args(argv[1:])
+    flags = config_flags.DEFINE_config_file("config", DEFAULT_CONFIG)
+    from absl import flags as absl_flags
+
+    absl_flags.FLAGS([argv[0], *rest])
+    config = flags.value
+    repeats = 1 if args.quick else args.repeats
+    trainer = trainer_lib.make_trainer(config, trainer_lib.make_mesh())
+    k = trainer.learner_steps_per_iteration
+    b, t = config.selfplay.num_games, config.selfplay.plies_per_iteration
+    print(f"{config.name}: {b} games x {t} plies, n={config.search.num_simulations}, "
+          f"{config.model.num_blocks}x{config.model.channels} {config.model.dtype}, K={k} learner steps of "
+          f"{config.learner.batch_size}; backend {jax.default_backend()}, median of {repeats}", flush=True)
+
+    state = trainer.init()
+    key = jax.random.PRNGKey(1)
+    selfplay = jax.jit(trainer.selfplay)
+    games, finished, plies, _ = selfplay(state.params, state.games, key, state.games_finished)
+    full = _with_targets(state.replay, plies)
+    add_label = jax.jit(lambda replay, plies: trainer.relabel(replay_lib.add(replay, plies)))
+    labelled = add_label(full, plies)
+    assert int(labelled.value_known.sum()) > 0
+    step = jax.jit(trainer.learner_step)
+    progress = jnp.float32(0.1)
+    parts = {
+        "self-play": _median_seconds(lambda: selfplay(state.params, games, key, finished), repeats + 1),
+        "add + label": _median_seconds(lambda: add_label(full, plies), repeats + 1),
+        f"learner step x {k}": k * _median_seconds(
+            lambda: step(state.params, state.opt_state, jnp.int32(0), labelled, progress, key), repeats + 1),
+    }
+
+    def chained(state, learned: bool) -> tuple[float, float]:
+        """(compile + first call, median call) of iterations chained as in a run (each
+        donates its input to the next)."""
+        start = time.perf_counter()
+        state, metrics = trainer.iteration(state)
+        first = time.perf_counter() - start
+        times = []
+        for _ in range(repeats):
+            assert bool(metrics["learned"]) == learned
+            start = time.perf_counter()
+            state, metrics = jax.block_until_ready(trainer.iteration(state))
+            times.append(time.perf_counter() - start)
+        assert bool(metrics["learned"]) == learned
+        return first, statistics.median(times)
+
+    compile_s, learn_s = chained(jax.tree.map(jnp.copy, state._replace(replay=full)), learned=True)
+    _, play_only_s = chained(state, learned=False)
+    total = sum(parts.values())
+    ratio = learn_s / total
+    positions = b * t
+    print(f"iteration compile {compile_s:.1f} s")
+    print(f"iteration, learning on : {learn_s:7.2f} s  {positions / learn_s:8.1f} positions/s")
+    print(f"iteration, learning off: {play_only_s:7.2f} s  {positions / play_only_s:8.1f} positions/s")
+    for name, seconds in parts.items():
+        print(f"  {name:18s} {seconds:7.2f} s  {seconds / total:5.0%}")
+    print(f"fused / sum of parts = {ratio:.2f}  [{'PASS' if ratio <= TARGET else 'FAIL'}: <= {TARGET}]")
+    return 0 if ratio <= TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
