@@ -8,6 +8,7 @@ import sys
 
 import cshogi.CSA
 import cshogi.KIF
+import numpy as np
 import pytest
 
 from az import diversity
@@ -33,6 +34,32 @@ def test_elo__known_cases():
     # More games at the same score narrow the interval.
     wider, narrower = elo.estimate([2.0, 1.0] * 3), elo.estimate([2.0, 1.0] * 30)
     assert narrower.high - narrower.low < wider.high - wider.low
+
+
+def _reference_interval(x: float, n: float, samples: int = 2_000_000) -> tuple[float, float]:
+    """The Jeffreys interval's score bounds by sampling Beta(x + 1/2, n - x + 1/2) with numpy."""
+    draws = np.random.default_rng(0).beta(x + 0.5, n - x + 0.5, size=samples)
+    return float(np.quantile(draws, 0.025)), float(np.quantile(draws, 0.975))
+
+
+def _score(elo_difference: float) -> float:
+    return 1.0 / (1.0 + 10.0 ** (-elo_difference / 400.0))
+
+
+@pytest.mark.parametrize("pairs, singles, x, n", [
+    ([], [0.0] * 24, 0.0, 24.0),  # 0-24: the plain Jeffreys interval, 24 games
+    ([2.0] * 12, [], 12.0, 12.0),  # 24-0 as 12 won pairs
+    # Mixed: pair scores 1, .5, .75, .75 (mean .75, variance .03125 per pair) against a
+    # coin's .1875: design effect 1/6, so 4 pairs count as 24 units with x = 18.
+    ([2.0, 1.0, 1.5, 1.5], [], 18.0, 24.0),
+])
+def test_elo__interval_is_finite_at_the_edges_and_matches_a_reference(pairs, singles, x, n):
+    estimate = elo.estimate(pairs, singles)
+    assert all(math.isfinite(v) for v in (estimate.elo, estimate.low, estimate.high))
+    assert estimate.low < estimate.elo < estimate.high
+    low, high = _reference_interval(x, n)
+    assert _score(estimate.low) == pytest.approx(low, abs=1e-3)
+    assert _score(estimate.high) == pytest.approx(high, abs=1e-3)
 
 
 def _results(out_dir):
