@@ -254,6 +254,69 @@ def _pawn_drop_mate(own: _Side, opp: _Side, occupied: Array, pawn_drops: Array) 
     return square & _spread(mates)
 
 
+def checking_planes(planes: Array) -> Array:
+    """The actions (legal or not) after which the opponent's king is in check:
+    [27, 9, 9, W] in pgx's action order. AND it with the legal mask.
+
+    Direct checks: the moved piece (promoted where the action promotes) or the dropped
+    one attacks the king from its destination. A slider attacks from any square of the
+    king's ray before and including the first blocker; the square the piece leaves
+    cannot open such a ray for itself (only by moving straight away from the king,
+    which would mean the king stood in check with us to move). Discovered checks: our
+    piece that alone stands between one of our sliders and the king, moved off that
+    line (any direction on another axis, a knight's jump, a king step).
+    """
+    own, opp = _Side(planes[:14], 1), _Side(planes[14:], -1)
+    empty = ~(own.occupied | opp.occupied)
+    king = opp.planes[K]
+    zero = jnp.zeros_like(king)
+
+    # Squares from which each kind of ours attacks their king.
+    attacks_king = [zero] * 14
+    for d in range(10):
+        toward = _neg(MOVES[d])  # from the king back to a piece of ours that moves in d onto it
+        for p in STEPPERS[d]:
+            attacks_king[p] = attacks_king[p] | shift(king, toward)
+        if SLIDERS[d]:
+            line = ray(king, toward, empty)
+            for p in SLIDERS[d]:
+                attacks_king[p] = attacks_king[p] | line
+    attacks_king[K] = zero  # a king never checks: it could not stand next to the other
+
+    # Our pieces that alone block one of our sliders' rays to their king, per axis.
+    discoverers = [zero] * 4
+    for d in range(10):
+        if SLIDERS[d]:
+            blockers = ray(king, _neg(MOVES[d]), empty) & own.occupied
+            discoverers[AXIS[d]] = discoverers[AXIS[d]] | (blockers & ray(own.sliders(d), MOVES[d], empty))
+
+    moves, promotions = [], []
+    for d in range(10):
+        v = MOVES[d]
+        kinds = [p for p in STEPPERS[d] + SLIDERS[d]]
+
+        def reach(p, sources):
+            return ray(sources, v, empty) if p in SLIDERS[d] else shift(sources, v)
+
+        direct = zero
+        promoted = zero
+        for p in kinds:
+            if p == K:
+                continue
+            destinations = reach(p, own.planes[p])
+            direct = direct | (destinations & attacks_king[p])
+            if p in PROMOTABLE:
+                promoted = promoted | (destinations & attacks_king[p + 8])
+        off_line = _union(discoverers, [a for a in range(4) if a != AXIS[d]])
+        discovered = zero
+        for p in kinds:
+            discovered = discovered | reach(p, own.planes[p] & off_line)
+        moves.append(direct | discovered)
+        promotions.append(promoted | discovered)
+    drops = [attacks_king[k] & empty for k in (P, L, N, S, B, R, G)]
+    return jnp.stack(moves + promotions + drops)
+
+
 def observation_planes(planes: Array) -> tuple[Array, Array]:
     """pgx's board-dependent observation planes, bit-sliced: ([62, 9, 9, W], checked [W]).
 
@@ -306,10 +369,14 @@ def pack(bits: Array) -> Array:
 
 
 def unpack(words: Array, batch: int) -> Array:
-    """[..., W] uint32 -> [B, ...] bool."""
-    bits = (words[..., None] >> jnp.arange(32, dtype=jnp.uint32)) & 1  # [..., W, 32]
-    bits = jnp.moveaxis(bits.reshape(words.shape[:-1] + (-1,)), -1, 0)
-    return bits[:batch].astype(jnp.bool_)
+    """[..., W] uint32 -> [B, ...] bool.
+
+    The words move to the front first (W is 32x smaller than B), so the bits are then
+    written in their final order without a transpose of the large result."""
+    words = jnp.moveaxis(words, -1, 0)  # [W, ...]
+    shifts = jnp.arange(32, dtype=jnp.uint32).reshape((1, 32) + (1,) * (words.ndim - 1))
+    bits = (words[:, None] >> shifts) & 1  # [W, 32, ...]
+    return bits.reshape((-1,) + words.shape[1:])[:batch].astype(jnp.bool_)
 
 
 def piece_planes(board: Array) -> Array:
@@ -325,8 +392,19 @@ def analyze_batch(board: Array, hand: Array) -> tuple[Array, Array]:
     return unpack(mask.reshape(27 * 81, -1), batch), unpack(checked, batch)
 
 
-def observe_batch(board: Array, hand: Array) -> Array:
-    """[B, 81], [B, 2, 7] -> pgx's observation [B, 9, 9, 119] bool."""
+def checks_batch(board: Array, hand: Array) -> tuple[Array, Array]:
+    """[B, 81], [B, 2, 7] -> (legal actions [B, 2187], legal actions that give check [B, 2187])."""
+    batch = board.shape[0]
+    planes = piece_planes(board)
+    mask, _ = legal_planes(planes, pack(hand[:, 0] > 0))
+    checking = mask & checking_planes(planes)
+    return unpack(mask.reshape(27 * 81, -1), batch), unpack(checking.reshape(27 * 81, -1), batch)
+
+
+def observe_parts_batch(board: Array, hand: Array) -> tuple[Array, Array]:
+    """[B, 81], [B, 2, 7] -> pgx's observation in two parts: the 62 planes that vary over
+    the board [B, 9, 9, 62] bool, and the 57 that are constant on it (hands, check) as
+    flags [B, 57] bool. The network reads this form (``az.network``)."""
     batch = board.shape[0]
     planes, checked = observation_planes(piece_planes(board))
     # pgx's picture orientation (rot90 of the [file, rank] board), done on the packed words.
@@ -339,7 +417,13 @@ def observe_batch(board: Array, hand: Array) -> Array:
         for kind, most in ((0, 8), (1, 4), (2, 4), (3, 4), (6, 4), (4, 2), (5, 2)):
             hand_planes.append(hand[:, side, kind, None] >= counts[None, :most])
     flags = jnp.concatenate(hand_planes + [checked[:, None]], axis=1)  # [B, 57]
-    flags = jnp.broadcast_to(flags[:, None, None, :], (batch, 9, 9, flags.shape[1]))
+    return board_planes, flags
+
+
+def observe_batch(board: Array, hand: Array) -> Array:
+    """[B, 81], [B, 2, 7] -> pgx's observation [B, 9, 9, 119] bool."""
+    board_planes, flags = observe_parts_batch(board, hand)
+    flags = jnp.broadcast_to(flags[:, None, None, :], (board.shape[0], 9, 9, flags.shape[1]))
     return jnp.concatenate([board_planes, flags], axis=-1)
 
 
@@ -364,14 +448,20 @@ CPU_BLOCK = 256  # positions per pass on a CPU: a plane of 8 words keeps the wor
 
 
 def _in_blocks(fn, args, batch: int):
-    """``fn`` over the batch in blocks of ``CPU_BLOCK`` positions on a CPU (one compiled
-    body in a loop), over the whole batch at once elsewhere."""
-    if jax.default_backend() != "cpu" or batch <= CPU_BLOCK:
+    """``fn`` over the batch in blocks of ``CPU_BLOCK`` positions when compiled for a CPU
+    (one compiled body in a loop), over the whole batch at once for other platforms. The
+    choice is made at lowering (``lax.platform_dependent``), so a CPU process compiling
+    for a TPU (bench/tpu_plan.py) gets the TPU's form."""
+    if batch <= CPU_BLOCK:
         return fn(*args)
     blocks = -(-batch // CPU_BLOCK)
-    padded = [jnp.pad(a, [(0, blocks * CPU_BLOCK - batch)] + [(0, 0)] * (a.ndim - 1)) for a in args]
-    out = lax.map(lambda chunk: fn(*chunk), [a.reshape((blocks, CPU_BLOCK) + a.shape[1:]) for a in padded])
-    return jax.tree.map(lambda o: o.reshape((blocks * CPU_BLOCK,) + o.shape[2:])[:batch], out)
+
+    def blocked(*args):
+        padded = [jnp.pad(a, [(0, blocks * CPU_BLOCK - batch)] + [(0, 0)] * (a.ndim - 1)) for a in args]
+        out = lax.map(lambda chunk: fn(*chunk), [a.reshape((blocks, CPU_BLOCK) + a.shape[1:]) for a in padded])
+        return jax.tree.map(lambda o: o.reshape((blocks * CPU_BLOCK,) + o.shape[2:])[:batch], out)
+
+    return lax.platform_dependent(*args, cpu=blocked, default=fn)
 
 
 def _batched(fn):
@@ -399,3 +489,9 @@ source = _batched(source_batch)
 
 observe = _batched(observe_batch)
 """(board [81], hand [2, 7]) -> observation [9, 9, 119] bool."""
+
+observe_parts = _batched(observe_parts_batch)
+"""(board [81], hand [2, 7]) -> (board planes [9, 9, 62] bool, flags [57] bool)."""
+
+checks = _batched(checks_batch)
+"""(board [81], hand [2, 7]) -> (legal mask [2187] bool, legal checking moves [2187] bool)."""

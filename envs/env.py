@@ -23,9 +23,9 @@ from jax import Array
 from envs import endings, movegen
 from envs.movegen import NUM_ACTIONS, OBSERVATION_SHAPE, GameState  # noqa: F401 (re-exported)
 
-# Why a game ended: State.end_reason.
-ONGOING, MATE, REPETITION, PERPETUAL_CHECK, DECLARATION, MAX_LENGTH = range(6)
-END_REASONS = ("ongoing", "mate", "repetition", "perpetual_check", "declaration", "max_length")
+# Why a game ended: State.end_reason. step() never resigns: self-play's resignation does.
+ONGOING, MATE, REPETITION, PERPETUAL_CHECK, DECLARATION, MAX_LENGTH, RESIGNATION = range(7)
+END_REASONS = ("ongoing", "mate", "repetition", "perpetual_check", "declaration", "max_length", "resignation")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,6 +164,11 @@ def observe(state: State, rules: Rules) -> Array:
     """Network input from the mover's view: [9, 9, 119] bool (pgx's planes), by the
     rules' move generator."""
     return movegen.observe(state.x, rules.movegen)
+
+
+def observe_parts(state: State, rules: Rules) -> tuple[Array, Array]:
+    """``observe`` as the network reads it: (board planes [9, 9, 62] bool, flags [57] bool)."""
+    return movegen.observe_parts(state.x, rules.movegen)
 
 
 def with_history(state: State, size: int) -> State:

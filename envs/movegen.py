@@ -30,6 +30,8 @@ GameState = pgx_shogi.GameState
 NUM_ACTIONS = 27 * 81
 PAWN_DROP = 20  # direction index of a pawn drop
 OBSERVATION_SHAPE = (9, 9, 119)
+BOARD_PLANES = 62  # of the 119: piece and attack planes, which vary over the board
+FLAGS = 57  # hands and check: constant over the board
 
 
 def legal_action_mask_pgx(x: GameState) -> Array:
@@ -151,3 +153,13 @@ def observe(x: GameState, core: str = "dense") -> Array:
     if core == "pgx":
         return pgx_shogi._observe(x, True)
     return dense.observe(x.board, x.hand)
+
+
+def observe_parts(x: GameState, core: str = "dense") -> tuple[Array, Array]:
+    """``observe`` in the network's form: (the 62 planes that vary over the board
+    [9, 9, 62] bool, the 57 constant ones as flags [57] bool)."""
+    _core(core)
+    if core == "pgx":
+        full = pgx_shogi._observe(x, True)
+        return full[..., :BOARD_PLANES], full[0, 0, BOARD_PLANES:]
+    return dense.observe_parts(x.board, x.hand)

@@ -19,7 +19,7 @@ from envs.env import (  # noqa: F401
     step,
     with_history,
 )
-from envs.env import DECLARATION, MATE, MAX_LENGTH, ONGOING, PERPETUAL_CHECK, REPETITION  # noqa: F401
+from envs.env import DECLARATION, MATE, MAX_LENGTH, ONGOING, PERPETUAL_CHECK, REPETITION, RESIGNATION  # noqa: F401
 from envs.notation import (  # noqa: F401
     STARTPOS_SFEN,
     action_to_usi,

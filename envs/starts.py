@@ -203,6 +203,26 @@ def shogi816k_position(key: Array, symmetry: str) -> Position:
     return Position(board, jnp.zeros((2, 7), jnp.int32), jnp.int32(0), jnp.int32(1))
 
 
+def count_shogi816k() -> dict:
+    """Shogi816K's positions, by enumerating what ``shogi816k_position`` draws from: rook
+    and bishop on two of rank 8's nine squares (72 ways) times the distinct orders of
+    rank 9's pieces (9! / 2!^4 = 22,680). White follows from black (rotated or mirrored
+    across the middle rank), so each symmetry rule has that many boards, and the two
+    rules' sets are disjoint. The name counts them up to the left-right mirror, under
+    which no arrangement maps to itself (rook and bishop would have to swap)."""
+    import itertools
+
+    back_ranks = set(itertools.permutations(_BACK_RANK.tolist()))
+    arrangements = {(r, b, back) for r in range(9) for b in range(9) if r != b for back in back_ranks}
+    mirror = {a: (8 - a[0], 8 - a[1], a[2][::-1]) for a in arrangements}
+    return {
+        "back_ranks": len(back_ranks),
+        "per_symmetry_rule": len(arrangements),
+        "up_to_left_right_mirror": len({min(a, m) for a, m in mirror.items()}),
+        "mirror_symmetric": sum(a == m for a, m in mirror.items()),
+    }
+
+
 def load_book(path: str) -> Position:
     """Reads SFEN lines or ``startpos|sfen ... moves ...`` lines: a batched Position [N].
 

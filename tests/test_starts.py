@@ -298,3 +298,8 @@ def test_make_start_fn__book_samples_every_book_position(book_file, openings):
     p = stats.chisquare(list(counts.values())).pvalue
     assert p > P_MIN, f"book positions are not equally likely (p = {p:.2g})"
     assert not batch.terminated.any()
+
+
+def test_shogi816k__count_by_enumeration():
+    assert starts.count_shogi816k() == {"back_ranks": 22_680, "per_symmetry_rule": 1_632_960,
+                                        "up_to_left_right_mirror": 816_480, "mirror_symmetric": 0}
