@@ -1,16 +1,47 @@
 """AlphaZero-style residual network: policy logits in pgx's action order and a value.
 
-Shapes: B positions; input [B, 9, 9, 119] (``envs.movegen.observe``), outputs
-logits [B, 2187] float32 and value [B] float32 in [-1, 1] from the mover's view.
-Normalisation is LayerNorm over channels, which has no batch statistics, so a
-sharded batch computes exactly what one device would.
+Shapes: B positions; input pgx's 119 observation planes in two parts
+(``envs.env.observe_parts``): the 62 that vary over the board [B, 9, 9, 62] and the 57
+that are constant on it (hands, check) as flags [B, 57]; outputs logits [B, 2187]
+float32 and value [B] float32 in [-1, 1] from the mover's view. Normalisation is
+LayerNorm over channels, which has no batch statistics, so a sharded batch computes
+exactly what one device would.
 """
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import Array
 
 NUM_DIRECTIONS = 27  # pgx's action planes
+BOARD_PLANES, FLAGS = 62, 57  # of the 119 observation planes
+
+# _TAPS[i, j, dy, dx]: a 3x3 kernel's tap (dy, dx) at output square (i, j) falls on the board.
+_SQUARES = np.arange(9)
+_ON = (_SQUARES[:, None] + np.arange(3)[None, :] - 1 >= 0) & (_SQUARES[:, None] + np.arange(3)[None, :] - 1 <= 8)
+_TAPS = (_ON[:, None, :, None] & _ON[None, :, None, :]).astype(np.float32)  # [9, 9, 3, 3]
+
+
+class Stem(nn.Module):
+    """The first 3x3 convolution ("SAME") over all 119 planes, its kernel [3, 3, 119, C]
+    as ``nn.Conv``'s. A plane that holds one value f everywhere contributes f times the
+    sum of the taps that fall on the board at each square, so the 57 flags enter as a
+    vector: nothing is broadcast to 9x9, and the convolution reads 62 channels, not 119."""
+
+    channels: int
+    dtype: jnp.dtype
+
+    @nn.compact
+    def __call__(self, planes: Array, flags: Array) -> Array:
+        kernel = self.param("kernel", nn.initializers.lecun_normal(), (3, 3, BOARD_PLANES + FLAGS, self.channels))
+        kernel = kernel.astype(self.dtype)
+        h = jax.lax.conv_general_dilated(
+            planes.astype(self.dtype), kernel[:, :, :BOARD_PLANES], (1, 1), "SAME",
+            dimension_numbers=("NHWC", "HWIO", "NHWC"),
+        )
+        per_square = jnp.einsum("ijyx,yxco->ijco", jnp.asarray(_TAPS, self.dtype), kernel[:, :, BOARD_PLANES:])
+        return h + jnp.einsum("bc,ijco->bijo", flags.astype(self.dtype), per_square)
 
 
 class ResidualBlock(nn.Module):
@@ -36,22 +67,23 @@ class AZNet(nn.Module):
     dtype: jnp.dtype = jnp.float32
 
     @nn.compact
-    def __call__(self, observation: Array) -> tuple[Array, Array]:
-        h = observation.astype(self.dtype)
-        h = nn.Conv(self.channels, (3, 3), use_bias=False, dtype=self.dtype)(h)
+    def __call__(self, observation: tuple[Array, Array]) -> tuple[Array, Array]:
+        planes, flags = observation  # [B, 9, 9, 62], [B, 57]
+        h = Stem(self.channels, self.dtype, name="Conv_0")(planes, flags)
         h = nn.relu(nn.LayerNorm(dtype=self.dtype)(h))
         for _ in range(self.num_blocks):
             h = ResidualBlock(self.channels, self.dtype)(h)
 
         # Policy: one plane per action direction. The observation is pgx's board turned
         # a quarter (spatial [rank, 8 - file]); turn it back to pgx's [file, rank] squares.
-        p = nn.Conv(self.channels, (3, 3), dtype=self.dtype)(h)
+        # Names as before the stem read two parts, so earlier snapshots still load.
+        p = nn.Conv(self.channels, (3, 3), dtype=self.dtype, name="Conv_1")(h)
         p = nn.relu(nn.LayerNorm(dtype=self.dtype)(p))
-        p = nn.Conv(NUM_DIRECTIONS, (1, 1), dtype=self.dtype)(p)  # [B, 9, 9, 27]
+        p = nn.Conv(NUM_DIRECTIONS, (1, 1), dtype=self.dtype, name="Conv_2")(p)  # [B, 9, 9, 27]
         p = jnp.rot90(p, k=1, axes=(1, 2))  # [B, file, rank, 27]
         logits = p.reshape(p.shape[0], 81, NUM_DIRECTIONS).transpose(0, 2, 1).reshape(p.shape[0], -1)
 
-        v = nn.Conv(4, (1, 1), dtype=self.dtype)(h)
+        v = nn.Conv(4, (1, 1), dtype=self.dtype, name="Conv_3")(h)
         v = nn.relu(nn.LayerNorm(dtype=self.dtype)(v)).reshape(h.shape[0], -1)
         v = nn.relu(nn.Dense(self.value_hidden, dtype=self.dtype)(v))
         value = jnp.tanh(nn.Dense(1, dtype=self.dtype)(v))[:, 0]
@@ -68,6 +100,11 @@ def make_network(config) -> AZNet:
     )
 
 
+def example_observation(batch: int = 1) -> tuple[Array, Array]:
+    """Zeros in the network's input form: ([batch, 9, 9, 62] bool, [batch, 57] bool)."""
+    return jnp.zeros((batch, 9, 9, BOARD_PLANES), jnp.bool_), jnp.zeros((batch, FLAGS), jnp.bool_)
+
+
 def init_params(network: AZNet, rng_key: Array) -> dict:
     """Fresh parameters (float32, whatever the compute dtype)."""
-    return network.init(rng_key, jnp.zeros((1, 9, 9, 119), jnp.bool_))
+    return network.init(rng_key, example_observation())

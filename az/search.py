@@ -24,10 +24,10 @@ import mctx
 import ml_collections
 from jax import Array
 
-from envs import env
+from envs import env, mate
 
 Params = dict
-# (params, observations [B, 9, 9, 119]) -> (logits [B, A], value [B])
+# (params, (board planes [B, 9, 9, 62], flags [B, 57])) -> (logits [B, A], value [B])
 ApplyFn = Callable[[Params, Array], tuple[Array, Array]]
 ALGORITHMS = ("gumbel", "puct")
 
@@ -46,6 +46,7 @@ class SearchResult:
     search_value: Array  # [B] float32, the root's value after the search
     pv: Array  # [B, L] int32, ``action`` then the most visited reply at each node; -1 past the tree
     noise_tv: Array  # [B] float32, total variation between the root prior searched and the network's
+    mate: Array  # [B] bool, the root had a mate in one, which is the move (with_mate_in_one)
 
 
 def rules_from_config(config: ml_collections.ConfigDict) -> env.Rules:
@@ -66,7 +67,7 @@ def mask_logits(logits: Array, legal: Array) -> Array:
 def evaluate(apply_fn: ApplyFn, params: Params, games: env.State, rules: env.Rules) -> tuple[Array, Array]:
     """Masked logits [B, A] and value [B] of the side to move (observed by ``rules``'s
     move generator)."""
-    logits, value = apply_fn(params, jax.vmap(lambda s: env.observe(s, rules))(games))
+    logits, value = apply_fn(params, jax.vmap(lambda s: env.observe_parts(s, rules))(games))
     return mask_logits(logits, games.legal_action_mask), value
 
 
@@ -86,12 +87,31 @@ def with_dirichlet_noise(rng_key: Array, logits: Array, legal: Array, *, alpha: 
     return mask_logits(jnp.log(jnp.maximum(noisy, jnp.finfo(noisy.dtype).tiny)), legal), total_variation
 
 
-def _recurrent_fn(apply_fn: ApplyFn, tree_rules: env.Rules) -> mctx.RecurrentFn:
+def with_mate_in_one(result: SearchResult, games: env.State, *, num_simulations: int) -> SearchResult:
+    """A root with a mate in one plays it: the move, a one-hot policy and visits, Q and
+    values +1 (the side to move wins)."""
+    found, action = mate.mate_in_one(games)
+    one_hot = jax.nn.one_hot(action, result.policy.shape[-1], dtype=jnp.bool_) & found[:, None]
+    won = jnp.where(found, 1.0, 0.0)
+    return result.replace(
+        action=jnp.where(found, action, result.action),
+        policy=jnp.where(found[:, None], one_hot.astype(result.policy.dtype), result.policy),
+        visit_counts=jnp.where(found[:, None], one_hot * max(num_simulations, 1), result.visit_counts),
+        q=jnp.where(one_hot, 1.0, result.q),
+        chosen_q=jnp.where(found, won, result.chosen_q),
+        search_value=jnp.where(found, won, result.search_value),
+        pv=jnp.where(found[:, None], jnp.full_like(result.pv, -1).at[:, 0].set(action), result.pv),
+        mate=found,
+    )
+
+
+def _recurrent_fn(apply_fn: ApplyFn, tree_rules: env.Rules, mate_in_tree: bool) -> mctx.RecurrentFn:
     """mctx's model step: play the action, evaluate the child with the network.
 
     reward: the mover's reward; discount: -1 between the players, 0 once the game is
     over, when the value is 0 too. Priors are masked at every node (mctx masks only
-    the root).
+    the root). With ``mate_in_tree`` a child whose side to move has a mate in one is
+    worth +1 to it, whatever the network says.
     """
     step = jax.vmap(lambda s, a: env.step(s, a, tree_rules))
 
@@ -100,6 +120,8 @@ def _recurrent_fn(apply_fn: ApplyFn, tree_rules: env.Rules) -> mctx.RecurrentFn:
         mover = games.current_player
         children = step(games, action)
         logits, value = evaluate(apply_fn, params, children, tree_rules)
+        if mate_in_tree:
+            value = jnp.where(mate.mate_in_one(children)[0], 1.0, value)
         reward = jnp.take_along_axis(children.rewards, mover[:, None], axis=1)[:, 0]
         done = children.done
         output = mctx.RecurrentFnOutput(
@@ -143,6 +165,8 @@ def make_search(
     dirichlet_fraction: float = 0.25,
     history_window: int = 16,
     pv_length: int = 1,
+    mate_in_one: bool = False,
+    mate_in_tree: bool = False,
 ) -> Callable[[Params, Array, env.State], SearchResult]:
     """``search(params, rng_key, games [B]) -> SearchResult``.
 
@@ -150,14 +174,19 @@ def make_search(
     ``max_num_considered_actions``, Gumbel noise scaled by ``gumbel_scale``) or "puct"
     (AlphaZero's PUCT, with ``with_dirichlet_noise`` at the root). ``num_simulations == 0`` searches nothing:
     the prior's best legal move. The tree judges repetition within ``history_window``
-    plies; every other rule is ``rules``'s.
+    plies; every other rule is ``rules``'s. ``mate_in_one``: a root with a mate in one
+    plays it (``with_mate_in_one``); ``mate_in_tree``: the tree scores a node whose side
+    to move has a mate in one as won (a mate search per simulation). Both need the dense
+    move generator.
     """
     if algorithm not in ALGORITHMS:
         raise ValueError(f"search.algorithm must be 'gumbel' or 'puct', got {algorithm!r}")
     if num_simulations < 0 or pv_length < 1:
         raise ValueError(f"num_simulations must be >= 0 and pv_length >= 1, got {num_simulations}, {pv_length}")
+    if (mate_in_one or mate_in_tree) and rules.movegen != "dense":
+        raise ValueError(f"mate in one needs the dense move generator, not {rules.movegen!r}")
     tree_rules = dataclasses.replace(rules, history=history_window)
-    recurrent_fn = _recurrent_fn(apply_fn, tree_rules)
+    recurrent_fn = _recurrent_fn(apply_fn, tree_rules, mate_in_tree)
     shorten = jax.vmap(lambda s: env.with_history(s, history_window))
 
     def policy_only(logits: Array, value: Array) -> SearchResult:
@@ -173,9 +202,14 @@ def make_search(
             search_value=value,
             pv=jnp.concatenate([action[:, None], jnp.full((batch, pv_length - 1), -1, jnp.int32)], axis=1),
             noise_tv=jnp.zeros((batch,), jnp.float32),
+            mate=jnp.zeros((batch,), jnp.bool_),
         )
 
     def search(params: Params, rng_key: Array, games: env.State) -> SearchResult:
+        result = search_tree(params, rng_key, games)
+        return with_mate_in_one(result, games, num_simulations=num_simulations) if mate_in_one else result
+
+    def search_tree(params: Params, rng_key: Array, games: env.State) -> SearchResult:
         logits, value = evaluate(apply_fn, params, games, rules)
         if num_simulations == 0:
             return policy_only(logits, value)
@@ -225,6 +259,7 @@ def make_search(
             search_value=summary.value,
             pv=_principal_variation(out.search_tree, action, pv_length),
             noise_tv=noise_tv,
+            mate=jnp.zeros_like(noise_tv, dtype=jnp.bool_),
         )
 
     return search

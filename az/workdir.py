@@ -4,8 +4,9 @@
       config.json          the run's config
       metrics.jsonl        one line of metrics per iteration (and tensorboard/)
       checkpoints/STEP/    the whole TrainState, the last ``checkpoint.keep``: for resuming
-      snapshots/STEP/      parameters and config only, every ``checkpoint.every_iterations``
-                           and at the end; never removed: for evaluation and play
+      snapshots/STEP/      parameters (and their moving average when the run keeps one) and
+                           config only, every ``checkpoint.every_iterations`` and at the
+                           end; never removed: for evaluation and play
       jax_cache/           the persistent compilation cache, shared by training and the engine
 
 ``WORKDIR[@STEP]`` names a snapshot (the latest without ``@STEP``). Nothing here imports
@@ -67,7 +68,10 @@ def _ranges(steps: list[int]) -> str:
     return ", ".join(map(str, steps)) if len(steps) <= 8 else f"{steps[0]}, {steps[1]}, ..., {steps[-1]}"
 
 
-def save_snapshot(workdir: str, step: int, params, config) -> None:
+SNAPSHOT_ITEMS = ("params", "ema_params", "config")
+
+
+def save_snapshot(workdir: str, step: int, params, config, ema_params=None) -> None:
     """Writes ``snapshots/STEP`` (params and config) atomically; every process of a
     multi-host run calls it. A step already saved (before a SIGKILL, say) is kept:
     a resumed run recomputes the same parameters."""
@@ -78,23 +82,21 @@ def save_snapshot(workdir: str, step: int, params, config) -> None:
     manager = ocp.CheckpointManager(
         snapshot_dir(workdir),
         options=ocp.CheckpointManagerOptions(create=True, enable_async_checkpointing=False),
-        item_names=("params", "config"),
+        item_names=SNAPSHOT_ITEMS,
     )
+    items = {"params": ocp.args.StandardSave(params), "config": ocp.args.JsonSave(json.loads(config.to_json()))}
+    if ema_params is not None:
+        items["ema_params"] = ocp.args.StandardSave(ema_params)
     try:
-        manager.save(
-            step,
-            args=ocp.args.Composite(
-                params=ocp.args.StandardSave(params), config=ocp.args.JsonSave(json.loads(config.to_json()))
-            ),
-            force=True,
-        )
+        manager.save(step, args=ocp.args.Composite(**items), force=True)
         manager.wait_until_finished()
     finally:
         manager.close()
 
 
 def load_snapshot(spec: str):
-    """(config, params on the first device, step) of the snapshot ``WORKDIR[@STEP]``."""
+    """(config, params on the first device, step) of the snapshot ``WORKDIR[@STEP]``: the
+    moving average of the parameters where the run kept one, else the parameters."""
     problem = snapshot_problem(spec)
     if problem:
         raise SnapshotError(problem)
@@ -106,7 +108,7 @@ def load_snapshot(spec: str):
 
     workdir, step = parse_spec(spec)
     step = snapshot_steps(workdir)[-1] if step is None else step
-    manager = ocp.CheckpointManager(snapshot_dir(workdir), item_names=("params", "config"))
+    manager = ocp.CheckpointManager(snapshot_dir(workdir), item_names=SNAPSHOT_ITEMS)
     try:
         saved = manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore()))["config"]
         config = ml_collections.ConfigDict(_tuples(saved))
@@ -115,7 +117,8 @@ def load_snapshot(spec: str):
         abstract = jax.eval_shape(lambda key: network_lib.init_params(network, key), jax.random.PRNGKey(0))
         device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
         abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=device), abstract)
-        params = manager.restore(step, args=ocp.args.Composite(params=ocp.args.StandardRestore(abstract)))["params"]
+        item = "ema_params" if os.path.isdir(os.path.join(snapshot_dir(workdir), str(step), "ema_params")) else "params"
+        params = manager.restore(step, args=ocp.args.Composite(**{item: ocp.args.StandardRestore(abstract)}))[item]
     finally:
         manager.close()
     return config, params, step

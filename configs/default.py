@@ -2,14 +2,15 @@
 
     python train.py --config configs/base.py[:PRESET] --workdir runs/NAME [--config.FIELD=VALUE ...]
 
-Presets: (none) paper scale for an accelerator; ``smoke`` a tiny run that finishes a
-few iterations on a 2-core CPU in about two minutes; ``cpu`` the largest setting still
-useful on a CPU (about an hour for a visible gain over the untrained network).
+Presets: (none) paper scale for an accelerator; ``gpu`` the paper's search and network on
+one GPU (twice the games in parallel, a budget for about a day); ``smoke`` a tiny run that
+finishes a few iterations on a 2-core CPU in about two minutes; ``cpu`` the largest setting
+still useful on a CPU (about an hour for a visible gain over the untrained network).
 """
 
 import ml_collections
 
-PRESETS = ("paper", "smoke", "cpu")
+PRESETS = ("paper", "gpu", "smoke", "cpu")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -33,11 +34,21 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.search.dirichlet_alpha = 0.15  # puct only, as AlphaZero for shogi; the noise covers legal moves only
     c.search.dirichlet_fraction = 0.25  # puct only: root prior = (1 - f) * prior + f * Dirichlet
     c.search.history_window = 16  # plies of repetition history inside the tree
+    c.search.mate_in_one = False  # a root with a mate in one plays it without a search (dense core)
+    c.search.mate_in_tree = False  # the tree scores a node whose mover has a mate in one as won
+    c.search.reduced_simulations = 8  # playout caps: simulations of the plies not searched in full
 
     c.selfplay = ml_collections.ConfigDict()
     c.selfplay.num_games = 1024  # B, games played in parallel (divisible by the device count)
     c.selfplay.plies_per_iteration = 32  # T, plies per compiled iteration
     c.selfplay.sample_visits_plies = 0  # first plies of a game that sample moves by visit counts
+    c.selfplay.full_search_fraction = 1.0  # playout caps (KataGo): share of plies searched with
+    # num_simulations, the others with search.reduced_simulations and no policy target; 1: off
+    c.selfplay.resign = False  # resign when the value stays below the threshold
+    c.selfplay.resign_threshold = -0.9  # start value; moved on the device to keep false resignations rare
+    c.selfplay.resign_plies = 2  # consecutive own moves below the threshold
+    c.selfplay.no_resign_fraction = 0.1  # games that never resign and check the rule
+    c.selfplay.false_resign_target = 0.05  # wanted share of would-resign positions not lost
 
     c.model = ml_collections.ConfigDict()
     c.model.num_blocks = 10  # residual blocks
@@ -58,6 +69,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.learner.optimizer = "sgd"  # "sgd" (Nesterov momentum) or "adamw"
     c.learner.learning_rate = 0.02
     c.learner.momentum = 0.9
+    c.learner.ema_decay = 0.0  # > 0: an exponential moving average of the weights, per learner step,
+    # kept in the state and the snapshots; evaluation and the USI engine play with it
     c.learner.weight_decay = 1e-4
     c.learner.warmup_steps = 500  # learner steps of linear warm-up
     c.learner.schedule = "cosine"  # over the game budget: "cosine" (to 0 at its end), "step" or "constant"
@@ -77,11 +90,26 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     preset = arg or "paper"
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
-    if preset == "smoke":
+    if preset == "gpu":
+        # One accelerator runs many more games than one chip of a pod: 2048 in parallel keep
+        # a GPU busy, and the plan (bench/tpu_plan.py, one 16-GiB v5e chip) puts this preset's
+        # iteration at about 11 GiB of memory, so it fits any GPU with 24 GiB or more.
+        c.budget_games = 200_000
+        c.selfplay.num_games = 2048
+        c.replay.capacity = 2048 * 32 * 16  # the paper's million positions
+        c.replay.min_positions = 2048 * 32
+        c.checkpoint.every_iterations = 25
+    elif preset == "smoke":
         c.budget_games = 64
         c.env.max_length = 48  # games end (truncated) within a few iterations, so learning starts
         c.search.num_simulations = 4
         c.search.max_num_considered_actions = 4
+        # Every self-play switch on, so that the smoke run exercises them all.
+        c.search.mate_in_one = True
+        c.search.reduced_simulations = 2
+        c.selfplay.full_search_fraction = 0.5
+        c.selfplay.resign = True
+        c.learner.ema_decay = 0.9
         c.selfplay.num_games = 8
         c.selfplay.plies_per_iteration = 8
         c.model.num_blocks = 1

@@ -17,6 +17,7 @@ import pytest
 from az.train import config as config_lib
 from az.train import trainer as trainer_lib
 from configs import default
+from envs import env
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIGS = ("base", "exploration_puct", "exploration_sh", "randomstart2", "shogi816k", "shogi816k_randomstart2")
@@ -124,7 +125,7 @@ def test_trainer__iteration_traces_without_compiling(name, preset, mesh):
     assert state.replay.plies.policy.shape == (rows, b, 2187)
     assert state.games.x.board.shape == (b, 81)
     assert metrics["selfplay/squares"].shape == (2, 2, 81)
-    assert metrics["selfplay/end_reasons"].shape == (6,)
+    assert metrics["selfplay/end_reasons"].shape == (len(env.END_REASONS),)
     assert metrics["selfplay/by_scheme"].shape == (len(trainer.scheme_names), 3)
     assert metrics["loss"].shape == ()
 

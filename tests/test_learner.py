@@ -77,7 +77,7 @@ def _update_fn(grad_clip):
     """make_update on a 'network' that ignores its input: logits w, value tanh(v)."""
 
     def apply_fn(params, observations):
-        n = observations.shape[0]
+        n = observations[0].shape[0]  # (board planes [N, 9, 9, 62], flags [N, 57])
         return jnp.broadcast_to(params["w"], (n, 2187)), jnp.broadcast_to(jnp.tanh(params["v"]), (n,))
 
     from envs import env
@@ -93,7 +93,8 @@ def test_update__reports_the_norm_before_clipping_and_whether_it_clipped(grad_cl
 
     rng = np.random.default_rng(0)
     batch = Batch(board=jnp.asarray(rng.integers(-1, 28, (4, 81)), jnp.int8), hand=jnp.zeros((4, 2, 7), jnp.int8),
-                  policy=jax.nn.one_hot(jnp.asarray([5, 5, 7, 9]), 2187), value=jnp.asarray([1.0, -1.0, 0.0, 1.0]))
+                  policy=jax.nn.one_hot(jnp.asarray([5, 5, 7, 9]), 2187), policy_weight=jnp.ones(4),
+                  value=jnp.asarray([1.0, -1.0, 0.0, 1.0]))
     params = {"w": jnp.full((2187,), 0.1), "v": jnp.float32(0.3)}
     update = jax.jit(_update_fn(grad_clip))
     new, _, _, info = update(params, update_state(params), batch, jnp.float32(0.5))
@@ -120,3 +121,23 @@ def test_replay_ratio__sets_the_learner_steps():
     smoke.learner.replay_ratio = 0.1  # a quarter step per iteration: not reachable
     with pytest.raises(config_lib.ConfigError, match=r"^config\.learner\.replay_ratio = 0\.1: .*nearest: 0\.5"):
         config_lib.validate(smoke, 1)
+
+
+def test_loss__policy_targets_only_from_full_searches():
+    """Reduced-search positions add to the value loss, not the policy loss."""
+    from az.train.replay import Batch
+    from envs import env
+
+    def apply_fn(params, observations):
+        n = observations[0].shape[0]  # (board planes [N, 9, 9, 62], flags [N, 57])
+        return jnp.broadcast_to(params["w"], (n, 2187)), jnp.broadcast_to(jnp.tanh(params["v"]), (n,))
+
+    params = {"w": jnp.zeros(2187).at[5].set(2.0), "v": jnp.float32(0.0)}
+    targets = jax.nn.one_hot(jnp.asarray([5, 9, 9, 5]), 2187)
+    batch = Batch(board=jnp.full((4, 81), -1, jnp.int8), hand=jnp.zeros((4, 2, 7), jnp.int8), policy=targets,
+                  policy_weight=jnp.asarray([1.0, 0.0, 0.0, 1.0]), value=jnp.asarray([1.0, -1.0, 1.0, -1.0]))
+    loss, (policy_loss, value_loss, _, _) = learner.loss_fn(apply_fn, params, batch, env.Rules())
+    log_p = jax.nn.log_softmax(params["w"])
+    assert float(policy_loss) == pytest.approx(float(-log_p[5]), rel=1e-6)  # rows 0 and 3 only
+    assert float(value_loss) == pytest.approx(1.0)  # all four rows: (0 - +-1)^2
+    assert float(loss) == pytest.approx(float(policy_loss) + float(value_loss))

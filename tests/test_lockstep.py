@@ -135,7 +135,7 @@ def run_lockstep(batched_step, games: list[tuple[str, bool]], max_plies: int, se
     return stats
 
 
-@pytest.mark.parametrize("games", [pytest.param(260, id="260"), pytest.param(520, id="520", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("games", [pytest.param(128, id="128"), pytest.param(520, id="520", marks=pytest.mark.slow)])
 def test_step__matches_cshogi_over_random_games(batched_step, openings, games):
     starts_ = _starts(seed=1, openings=openings, n_standard=games // 2, n_816k=games // 4, n_book=games // 4)
     assert len(starts_) == games

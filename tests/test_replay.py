@@ -25,6 +25,7 @@ def make_plies(
     search_value=None,
     write=0,
     played=None,
+    full_search=None,
 ) -> replay.Plies:
     """T x B plies from [T, B] arrays (rows are plies, columns are games)."""
     color = np.asarray(color, np.int8)
@@ -44,6 +45,7 @@ def make_plies(
         policy=jnp.zeros((*shape, replay.NUM_ACTIONS), jnp.bfloat16),
         search_value=jnp.asarray(arr(search_value, np.float32)),
         played=jnp.asarray(arr(played, np.bool_, fill=True)),
+        full_search=jnp.asarray(arr(full_search, np.bool_, fill=True)),
         starts_game=jnp.asarray(arr(starts, np.bool_)),
         ends_game=jnp.asarray(arr(ends, np.bool_)),
         truncated=jnp.asarray(arr(truncated, np.bool_)),
@@ -304,3 +306,15 @@ def test_label__a_start_already_over_gets_no_target_and_keeps_games_apart():
     np.testing.assert_array_equal(np.asarray(out.filled)[:T, 0], [True, True, False, True])
     np.testing.assert_array_equal(known[:T, 0], [True, True, False, False])
     np.testing.assert_array_equal(target[:2, 0], [1.0, -1.0])
+
+
+def test_sample__policy_weight_marks_the_full_searches():
+    """Playout caps: positions of reduced searches come with policy weight 0."""
+    full = np.asarray([[1, 0, 1], [0, 1, 0], [1, 1, 0], [0, 0, 1]], bool)
+    plies = make_plies(np.tile(ALTERNATING[:, None], (1, B)), starts=column(1, 0, 0, 0).repeat(B, 1),
+                       ends=column(0, 0, 0, 1).repeat(B, 1), full_search=full)
+    buffer = replay.label(replay.add(replay.init(R, B), plies), search_value_weight=0.0, truncated_value="zero")
+    batch = replay.sample(buffer, jax.random.key(0), 512)
+    rows, cols = np.asarray(batch.board)[:, 0], np.asarray(batch.board)[:, 1]
+    np.testing.assert_array_equal(np.asarray(batch.policy_weight), full[rows, cols].astype(np.float32))
+    assert 0 < np.asarray(batch.policy_weight).mean() < 1

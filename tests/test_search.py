@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from az import network as network_lib
 from az import search as search_lib
 from az.network import AZNet
 from envs import env, shogi
@@ -65,7 +66,7 @@ def step_batch():
 
 
 def init_params(seed: int):
-    return NET.init(jax.random.key(seed), jnp.zeros((1, *env.OBSERVATION_SHAPE), jnp.bool_))
+    return network_lib.init_params(NET, jax.random.key(seed))
 
 
 def make_gumbel_search():
@@ -222,18 +223,25 @@ NOISE_SFENS = {  # positions with about 20, 80 and 150 legal moves
 }
 
 
-@pytest.mark.parametrize("legal_moves", sorted(NOISE_SFENS))
+NOISE_SAMPLES = 4000
+# Compiled once for all three positions (the same shapes).
+_noise_logits = jax.jit(lambda params, games: search_lib.evaluate(NET.apply, params, games, RULES)[0])
+_noisy_priors = jax.jit(lambda key, logits, legal: jax.vmap(
+    lambda k: search_lib.with_dirichlet_noise(k, logits, legal, alpha=0.15, fraction=0.25)
+)(jax.random.split(key, NOISE_SAMPLES)))
+
+
+@pytest.mark.parametrize("legal_moves", [pytest.param(21, marks=pytest.mark.slow), 78,
+                                         pytest.param(152, marks=pytest.mark.slow)])
 def test_dirichlet_noise__moves_the_prior_as_alphazeros_noise_does(legal_moves):
     """Mean total variation between noisy and clean root priors, against numpy's own
     Dirichlet over the legal moves; illegal actions get no mass."""
     state = shogi.from_sfen(NOISE_SFENS[legal_moves], RULES)
     legal = np.asarray(state.legal_action_mask)
     assert legal.sum() == legal_moves
-    logits, _ = search_lib.evaluate(NET.apply, init_params(3), stack([state]), RULES)
-    samples = 4000
-    noisy, tv = jax.jit(jax.vmap(
-        lambda k: search_lib.with_dirichlet_noise(k, logits, legal[None], alpha=0.15, fraction=0.25)
-    ))(jax.random.split(jax.random.key(legal_moves), samples))
+    logits = _noise_logits(init_params(3), stack([state]))
+    samples = NOISE_SAMPLES
+    noisy, tv = _noisy_priors(jax.random.key(legal_moves), logits, legal[None])
     noisy_p = np.asarray(jax.nn.softmax(noisy, axis=-1))[:, 0]
     assert noisy_p[:, ~legal].max() == 0.0
     np.testing.assert_allclose(noisy_p.sum(-1), 1.0, rtol=1e-5)
@@ -243,3 +251,23 @@ def test_dirichlet_noise__moves_the_prior_as_alphazeros_noise_does(legal_moves):
     assert np.asarray(tv).mean() == pytest.approx(expected, rel=0.03)
     assert expected > 0.12  # far from mctx's spread over all 2187 actions (about 0.002)
 
+
+
+def test_with_mate_in_one__a_root_with_a_mate_plays_it(gumbel_search, games, host_games):
+    with_mate = jax.jit(lambda out, games: search_lib.with_mate_in_one(out, games, num_simulations=N))
+    out = gumbel_search(init_params(1), jax.random.key(1), games)
+    mated = with_mate(out, games)
+    assert np.asarray(mated.mate).all()
+    for i, sfen in enumerate(SFENS):
+        action = int(mated.action[i])
+        assert shogi.action_to_usi(host_games[i], action) in mating_moves(sfen)
+        np.testing.assert_array_equal(np.flatnonzero(np.asarray(mated.policy[i])), [action])
+        np.testing.assert_array_equal(np.flatnonzero(np.asarray(mated.visit_counts[i])), [action])
+        assert float(mated.chosen_q[i]) == 1.0 and float(mated.q[i, action]) == 1.0
+        assert int(mated.pv[i, 0]) == action and (np.asarray(mated.pv[i, 1:]) == -1).all()
+    start = stack([shogi.from_sfen(shogi.STARTPOS_SFEN, RULES)] * 2)  # no mate: the search's result stands
+    plain = gumbel_search(init_params(1), jax.random.key(1), start)
+    kept = with_mate(plain, start)  # the same shapes: no second compile
+    assert not np.asarray(kept.mate).any()
+    for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(kept)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from az import network as network_lib
 from az import search as search_lib
 from az.network import AZNet
 from az.train import replay as replay_lib
@@ -30,10 +31,11 @@ def test_selfplay__a_start_already_over_is_scored_not_played(tmp_path):
     games_, plies_ = 4, 4
     selfplay = jax.jit(selfplay_lib.make_selfplay(
         search, start, rules, sample_visits_plies=0, num_plies=plies_, game_budget=100, num_schemes=1))
-    params = NET.init(jax.random.key(0), jnp.zeros((1, *env.OBSERVATION_SHAPE), jnp.bool_))
+    params = network_lib.init_params(NET, jax.random.key(0))
     games = jax.vmap(start, in_axes=(0, None))(jax.random.split(jax.random.key(1), games_), 0.0)
     assert np.asarray(games.done).all()
-    _, finished, plies, stats = selfplay(params, games, jax.random.key(2), jnp.int32(0))
+    track = selfplay_lib.init_resign(jax.random.key(3), games_, threshold=-0.9, no_resign_fraction=0.1)
+    _, _, finished, plies, stats = selfplay(params, games, track, jax.random.key(2), jnp.int32(0))
     n = games_ * plies_
     assert int(finished) == int(stats.finished) == int(stats.finished_at_start) == n
     reasons = np.asarray(stats.end_reasons)
@@ -55,13 +57,68 @@ def test_trainer__a_pgx_run_never_traces_the_dense_core(monkeypatch, movegen, tr
         real = getattr(dense, name)
         return lambda *args: calls.append(name) or real(*args)
 
-    for name in ("analyze", "observe", "source"):
+    for name in ("analyze", "observe", "observe_parts", "source", "checks"):
         monkeypatch.setattr(dense, name, record(name))
     config = importlib.import_module("configs.shogi816k_randomstart2").get_config("smoke")
     config.env.movegen = movegen
+    config.search.mate_in_one = movegen == "dense"  # mate in one needs the dense core
     trainer = trainer_lib.make_trainer(config, trainer_lib.make_mesh())
     jax.eval_shape(trainer.iteration, trainer.abstract_state)
     jax.eval_shape(trainer.init)
     assert bool(calls) == traced, sorted(set(calls))
-    if traced:  # the control: the same trace reaches all three with the dense core
-        assert set(calls) == {"analyze", "observe", "source"}
+    if traced:  # the control: the same trace reaches the dense core's every entry it uses
+        assert set(calls) == {"analyze", "observe_parts", "source", "checks"}
+
+
+# Resignation on hand-made trajectories ------------------------------------------------
+
+
+def _track(no_resign, threshold=-0.8):
+    return selfplay_lib.Resign(
+        no_resign=jnp.asarray(no_resign), below=jnp.zeros((len(no_resign), 2), jnp.int32),
+        would=jnp.zeros((len(no_resign), 2), jnp.int32), threshold=jnp.float32(threshold),
+        checked=jnp.float32(0), false=jnp.float32(0),
+    )
+
+
+def _play(track, values, movers, plies=2):
+    """Feeds plies of [B] values and movers; the resign flags per ply."""
+    flags = []
+    for value, mover in zip(values, movers):
+        track, resigns = selfplay_lib.resign_ply(track, jnp.asarray(value, jnp.float32), jnp.asarray(mover), plies=plies)
+        flags.append(np.asarray(resigns))
+    return track, np.stack(flags)
+
+
+def test_resign__after_consecutive_own_moves_below_the_threshold_never_in_no_resign_games():
+    # Game 0 resigns: black's (mover 0) values -0.9 then -0.95 on its two moves; white's
+    # moves in between do not count. Game 1 is the same but a no-resign game. Game 2:
+    # black dips once, recovers, dips once: never two in a row.
+    movers = [[0, 0, 0], [1, 1, 1], [0, 0, 0], [1, 1, 1], [0, 0, 0]]
+    values = [[-0.9, -0.9, -0.9], [0.5, 0.5, 0.5], [-0.95, -0.95, 0.1], [0.3, 0.3, 0.3], [-0.9, -0.9, -0.9]]
+    track, flags = _play(_track([False, True, False]), values, movers)
+    np.testing.assert_array_equal(flags[:, 0], [False, False, True, False, True])
+    assert not flags[:, 1].any()  # a no-resign game never resigns...
+    np.testing.assert_array_equal(np.asarray(track.would)[1], [2, 0])  # ...it counts the positions
+    assert not flags[:, 2].any()
+
+
+def test_resign__false_resignations_are_the_would_resign_positions_of_sides_that_did_not_lose():
+    # Three no-resign games: in game 0 black would have resigned at 2 positions and lost
+    # (right); in game 1 white would have resigned at 3 positions and won (false); in
+    # game 2 black would have at 1 and it was drawn (false). Game 3 has not ended.
+    track = _track([True, True, True, True])._replace(would=jnp.asarray([[2, 0], [0, 3], [1, 0], [4, 0]]))
+    ended = jnp.asarray([True, True, True, False])
+    outcome_black = jnp.asarray([-1.0, -1.0, 0.0, 0.0])
+    track, checked, false = selfplay_lib.resign_game_ends(track, ended, outcome_black, jnp.asarray([False] * 4))
+    assert int(checked) == 6 and int(false) == 4
+    np.testing.assert_array_equal(np.asarray(track.would), [[0, 0], [0, 0], [0, 0], [4, 0]])
+    np.testing.assert_array_equal(np.asarray(track.no_resign), [False, False, False, True])  # fresh draws
+    # The threshold moves down (resign less) while false resignations exceed the target,
+    # up slowly once they are rare, and only after enough evidence.
+    calm = selfplay_lib.calibrate(track, jnp.float32(6), jnp.float32(4), target=0.05)
+    assert float(calm.threshold) == float(track.threshold)  # 6 positions are too few
+    worse = selfplay_lib.calibrate(track, jnp.float32(100), jnp.float32(40), target=0.05)
+    assert float(worse.threshold) == pytest.approx(-0.81)
+    better = selfplay_lib.calibrate(track, jnp.float32(100), jnp.float32(1), target=0.05)
+    assert float(better.threshold) == pytest.approx(-0.8 + 0.0025)

@@ -211,6 +211,45 @@ def test_train__metrics_have_diversity_histograms_and_end_reasons(smoke_runs, ba
         assert line["selfplay/finished_at_start"] == 0 and line["selfplay/noise_tv"] == 0.0  # Gumbel: no noise
 
 
+def test_resume__continues_exactly_moving_average_included(smoke_runs, base_continued, tmp_path, monkeypatch):
+    """Six iterations straight equal two, a checkpoint, a restore and four more (the
+    fixture), parameters and their moving average alike; the snapshot keeps the average."""
+    trainer = smoke_runs("base").trainer
+    monkeypatch.setattr(trainer_lib, "make_trainer", lambda config, mesh: trainer)  # no second compile
+    config = smoke_config("base")
+    loop.train(config, str(tmp_path), max_iterations=6)
+    checkpointer = checkpoint_lib.Checkpointer(str(tmp_path), keep=3)
+    try:
+        straight = checkpointer.restore(config, trainer.abstract_state)
+    finally:
+        checkpointer.close()
+    _, resumed = base_continued
+    assert int(straight.iteration) == int(resumed.iteration) == 6
+    assert config.learner.ema_decay > 0 and straight.ema_params is not None
+    for a, b in zip(jax.tree.leaves((straight.params, straight.ema_params)),
+                    jax.tree.leaves((resumed.params, resumed.ema_params))):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    moved = [float(np.abs(np.asarray(e) - np.asarray(p)).max())
+             for e, p in zip(jax.tree.leaves(straight.ema_params), jax.tree.leaves(straight.params))]
+    assert max(moved) > 0  # an average lags the parameters it follows
+    _, snapshot, _ = workdir_lib.load_snapshot(str(tmp_path))
+    for a, b in zip(jax.tree.leaves(snapshot), jax.tree.leaves(straight.ema_params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_train__self_play_switches_of_the_smoke_preset_show_in_its_metrics(smoke_runs, base_continued):
+    """Playout caps: some plies full, some reduced; resignation calibrates a threshold."""
+    config = smoke_config("base")
+    lines = read_jsonl(smoke_runs("base").workdir) + base_continued[0]
+    full = sum(line["selfplay/full_searches"] for line in lines)
+    plies = len(lines) * config.selfplay.plies_per_iteration
+    assert 0 < full < plies, (full, plies)
+    for line in lines:
+        assert -1 <= line["selfplay/resign_threshold"] <= -0.5
+        assert 0 <= line["selfplay/false_resign_rate"] <= 1
+        assert line["selfplay/resign_false"] <= line["selfplay/resign_checked"]
+
+
 def test_train__refuses_a_checkpoint_of_another_config(smoke_runs, tmp_path):
     workdir = tmp_path / "other"
     shutil.copytree(smoke_runs("base").workdir, workdir)

@@ -2,8 +2,9 @@
 
 ``load_agent("runs/x@120")`` reads snapshot 120 of a training workdir (the latest
 without ``@STEP``; ``@0`` is the untrained network) and the config it was trained
-with. It plays Gumbel search with sequential halving and no Gumbel noise, greedily, as
-in the paper's evaluation. Searches are compiled ahead of time, once per (config,
+with (their moving average where the run kept one). It plays Gumbel search with
+sequential halving and no Gumbel noise, greedily, as in the paper's evaluation, and a
+mate in one without a search. Searches are compiled ahead of time, once per (config,
 simulations, batch, ply limit, PV length), and shared by every agent of that config:
 matches, reports and the USI engine take them from here.
 """
@@ -77,6 +78,7 @@ class Agent:
             gumbel_scale=0.0,
             history_window=self.config.search.history_window,
             pv_length=pv_length,
+            mate_in_one=self.rules.movegen == "dense",  # a mate in one is played without a search
         )
         games = jax.eval_shape(lambda: stack_states([example_state(history)] * batch))
         key = jax.eval_shape(lambda: jax.random.PRNGKey(0))

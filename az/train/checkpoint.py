@@ -63,7 +63,7 @@ class Checkpointer:
 
     def save(self, step: int, state, config: ml_collections.ConfigDict) -> None:
         """The whole state under ``checkpoints/STEP``, the parameters under ``snapshots/STEP``."""
-        workdir_lib.save_snapshot(self.workdir, step, state.params, config)
+        workdir_lib.save_snapshot(self.workdir, step, state.params, config, state.ema_params)
         self.manager.save(
             step,
             args=ocp.args.Composite(

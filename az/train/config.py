@@ -40,6 +40,8 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
     _require(s.dirichlet_alpha > 0, "search.dirichlet_alpha", s.dirichlet_alpha, "must be > 0")
     _require(0 <= s.dirichlet_fraction <= 1, "search.dirichlet_fraction", s.dirichlet_fraction, "must be in [0, 1]")
     _require(s.history_window >= 1, "search.history_window", s.history_window, "must be >= 1")
+    for field in ("mate_in_one", "mate_in_tree"):
+        _require(not s[field] or c.env.movegen == "dense", f"search.{field}", s[field], "needs env.movegen = 'dense'")
     p = c.selfplay
     _require(p.num_games >= 1, "selfplay.num_games", p.num_games, "must be >= 1")
     _require(
@@ -50,6 +52,18 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
     )
     _require(p.plies_per_iteration >= 1, "selfplay.plies_per_iteration", p.plies_per_iteration, "must be >= 1")
     _require(p.sample_visits_plies >= 0, "selfplay.sample_visits_plies", p.sample_visits_plies, "must be >= 0")
+    _require(0 < p.full_search_fraction <= 1, "selfplay.full_search_fraction", p.full_search_fraction, "must be in (0, 1]")
+    if p.full_search_fraction < 1:
+        _require(
+            1 <= s.reduced_simulations < s.num_simulations,
+            "search.reduced_simulations",
+            s.reduced_simulations,
+            f"must be in [1, search.num_simulations = {s.num_simulations})",
+        )
+    _require(-1 <= p.resign_threshold <= 0, "selfplay.resign_threshold", p.resign_threshold, "must be in [-1, 0]")
+    _require(p.resign_plies >= 1, "selfplay.resign_plies", p.resign_plies, "must be >= 1")
+    _require(0 <= p.no_resign_fraction <= 1, "selfplay.no_resign_fraction", p.no_resign_fraction, "must be in [0, 1]")
+    _require(0 < p.false_resign_target < 1, "selfplay.false_resign_target", p.false_resign_target, "must be in (0, 1)")
     m = c.model
     _require(m.num_blocks >= 0, "model.num_blocks", m.num_blocks, "must be >= 0")
     _require(m.channels >= 1, "model.channels", m.channels, "must be >= 1")
@@ -104,6 +118,7 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
     _require(
         all(0 < f < 1 for f in lr.step_fractions), "learner.step_fractions", lr.step_fractions, "must lie in (0, 1)"
     )
+    _require(0 <= lr.ema_decay < 1, "learner.ema_decay", lr.ema_decay, "must be in [0, 1) (0: no average)")
     _require(lr.grad_clip >= 0, "learner.grad_clip", lr.grad_clip, "must be >= 0 (0: no clipping)")
     _require(c.checkpoint.every_iterations >= 1, "checkpoint.every_iterations", c.checkpoint.every_iterations, ">= 1")
     _require(c.checkpoint.keep >= 1, "checkpoint.keep", c.checkpoint.keep, "must be >= 1")

@@ -51,11 +51,12 @@ def make_optimizer(config) -> optax.GradientTransformation:
 
 
 def observations(boards: Array, hands: Array, rules: env.Rules) -> Array:
-    """[N, 81] int8, [N, 2, 7] int8 -> [N, 9, 9, 119] bool, by the rules' move generator."""
+    """[N, 81] int8, [N, 2, 7] int8 -> the network's input (board planes [N, 9, 9, 62],
+    flags [N, 57]), by the rules' move generator."""
 
     def one(board, hand):
         x = movegen.GameState(board=board.astype(jnp.int32), hand=hand.astype(jnp.int32))
-        return movegen.observe(x, rules.movegen)
+        return movegen.observe_parts(x, rules.movegen)
 
     return jax.vmap(one)(boards, hands)
 
@@ -75,7 +76,9 @@ class LossInfo(NamedTuple):
 def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules) -> tuple[Array, tuple]:
     logits, value = apply_fn(params, observations(batch.board, batch.hand, rules))
     log_p = jax.nn.log_softmax(logits)
-    policy_loss = -(batch.policy * log_p).sum(-1).mean()
+    # Only full searches give policy targets (playout-cap randomization); values come from all.
+    cross_entropy = -(batch.policy * log_p).sum(-1)
+    policy_loss = (batch.policy_weight * cross_entropy).sum() / jnp.maximum(batch.policy_weight.sum(), 1.0)
     value_loss = jnp.mean((value - batch.value) ** 2)
     entropy = -(jnp.exp(log_p) * log_p).sum(-1).mean()
     decided = jnp.abs(batch.value) > 0.5

@@ -86,6 +86,8 @@ def train(config: ml_collections.ConfigDict, workdir: str, *, max_iterations: in
             step += 1
             metrics["seconds"] = seconds
             metrics["positions_per_second"] = config.selfplay.num_games * config.selfplay.plies_per_iteration / seconds
+            # Positions of the games that ended this iteration (each now has a value target).
+            metrics["useful_positions_per_second"] = metrics["selfplay/length_sum"] / seconds
             if metrics["learned"] and not math.isfinite(metrics["loss"]):
                 raise NonFiniteLoss(
                     f"non-finite loss ({metrics['loss']}) at iteration {step}; "

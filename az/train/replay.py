@@ -26,6 +26,7 @@ class Plies(NamedTuple):
     policy: Array  # [.., B, A] bfloat16, the search's improved policy
     search_value: Array  # [.., B] float32, the search's Q of the chosen move (mover's view)
     played: Array  # [.., B] bool, a move was searched and played here (not: a start already over)
+    full_search: Array  # [.., B] bool, searched with the full simulations: the policy is a target
     starts_game: Array  # [.., B] bool, the first position of its game
     ends_game: Array  # [.., B] bool, the move played here ended the game
     truncated: Array  # [.., B] bool, ... by reaching the maximum length
@@ -48,6 +49,7 @@ def empty_plies(shape: tuple[int, ...]) -> Plies:
         policy=jnp.zeros((*shape, NUM_ACTIONS), jnp.bfloat16),
         search_value=jnp.zeros(shape, jnp.float32),
         played=jnp.zeros(shape, jnp.bool_),
+        full_search=jnp.zeros(shape, jnp.bool_),
         starts_game=jnp.zeros(shape, jnp.bool_),
         ends_game=jnp.zeros(shape, jnp.bool_),
         truncated=jnp.zeros(shape, jnp.bool_),
@@ -131,6 +133,7 @@ class Batch(NamedTuple):
     board: Array  # [N, 81] int8
     hand: Array  # [N, 2, 7] int8
     policy: Array  # [N, A] float32
+    policy_weight: Array  # [N] float32, 1 where the policy is a target (a full search), else 0
     value: Array  # [N] float32
 
 
@@ -145,5 +148,6 @@ def sample(replay: Replay, rng_key: Array, size: int) -> Batch:
         board=flat.board[index],
         hand=flat.hand[index],
         policy=flat.policy[index].astype(jnp.float32),
+        policy_weight=flat.full_search[index].astype(jnp.float32),
         value=replay.value_target.reshape(-1)[index],
     )

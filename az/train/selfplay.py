@@ -7,6 +7,17 @@ the search's improved policy and value (``replay.Plies``) and game statistics.
 A start that is already over (a ``random_start(N)`` line that reached mate, a book
 position that is mate or can declare) is never played: it counts as a finished game
 with its true result and is replaced, and its row gives no training position.
+
+Resignation (``Resign``): the side to move resigns when the root value and the
+chosen move's Q both stay below ``threshold`` for ``plies`` of its consecutive moves.
+A share of games (``no_resign_fraction``) never resigns; for every position where the
+side to move would have resigned there, the game's end says whether it then lost. The
+share of such positions where it did not (false resignations) moves the threshold on
+the device toward ``target``.
+
+Playout caps (KataGo): a ply is searched with the full number of simulations with
+probability ``full_search_fraction``, else with the reduced search, for the whole batch
+(one compiled search per cap); only full searches give policy targets.
 """
 
 from typing import Callable, NamedTuple
@@ -20,13 +31,18 @@ from az.search import SearchResult
 from az.train import replay as replay_lib
 from envs import env
 
+THRESHOLD_STEP = 0.01  # how far one iteration moves the resign threshold
+THRESHOLD_RANGE = (-0.999, -0.5)
+CHECK_DECAY = 0.95  # per iteration: the false-resignation rate follows recent games
+MIN_CHECKED = 20.0  # would-resign positions seen before the threshold moves
+
 
 class Stats(NamedTuple):
     """Counts over the plies of one call (summed over games)."""
 
     finished: Array  # [] int32, games that ended
     length_sum: Array  # [] int32, their lengths in plies
-    end_reasons: Array  # [6] int32, by env.END_REASONS
+    end_reasons: Array  # [7] int32, by env.END_REASONS
     black_wins: Array  # [] int32
     white_wins: Array  # [] int32
     draws: Array  # [] int32
@@ -35,6 +51,10 @@ class Stats(NamedTuple):
     reached_ply30: Array  # [] int32, games that reached ply 30
     finished_at_start: Array  # [] int32, games whose start position was already over
     noise_tv: Array  # [] float32, summed over plies and games: how far root noise moved the prior
+    mates_played: Array  # [] int32, roots with a mate in one, played without a search
+    full_searches: Array  # [] int32, plies searched with the full number of simulations
+    resign_checked: Array  # [] int32, would-resign positions of finished no-resign games
+    resign_false: Array  # [] int32, ... where that side did not lose
 
 
 def empty_stats(num_schemes: int) -> Stats:
@@ -51,11 +71,77 @@ def empty_stats(num_schemes: int) -> Stats:
         reached_ply30=zero,
         finished_at_start=zero,
         noise_tv=jnp.float32(0),
+        mates_played=zero,
+        full_searches=zero,
+        resign_checked=zero,
+        resign_false=zero,
     )
+
+
+class Resign(NamedTuple):
+    """Resignation per game [B] and the threshold's calibration (scalars)."""
+
+    no_resign: Array  # [B] bool, this game never resigns: it checks the rule
+    below: Array  # [B, 2] int32, consecutive moves of each colour valued below the threshold
+    would: Array  # [B, 2] int32, positions where each colour would have resigned (no-resign games)
+    threshold: Array  # [] float32
+    checked: Array  # [] float32, would-resign positions of finished no-resign games (decaying sum)
+    false: Array  # [] float32, ... where that colour did not lose
+
+
+def init_resign(rng_key: Array, games: int, *, threshold: float, no_resign_fraction: float) -> Resign:
+    return Resign(
+        no_resign=jax.random.uniform(rng_key, (games,)) < no_resign_fraction,
+        below=jnp.zeros((games, 2), jnp.int32),
+        would=jnp.zeros((games, 2), jnp.int32),
+        threshold=jnp.float32(threshold),
+        checked=jnp.float32(0),
+        false=jnp.float32(0),
+    )
+
+
+def resign_ply(track: Resign, value: Array, mover: Array, *, plies: int) -> tuple[Resign, Array]:
+    """One ply: ``value`` [B] (the side to move's, e.g. max of root value and chosen Q),
+    ``mover`` [B] its colour. Returns (track, resigns [B]: the mover resigns now); where
+    a no-resign game's mover would have, ``track.would`` counts the position."""
+    side = jax.nn.one_hot(mover, 2, dtype=jnp.int32)  # [B, 2]
+    low = (value < track.threshold)[:, None]
+    below = jnp.where(side == 1, jnp.where(low, track.below + 1, 0), track.below)
+    trigger = (below * side).sum(axis=1) >= plies
+    would = trigger & track.no_resign
+    return track._replace(below=below, would=track.would + side * would[:, None]), trigger & ~track.no_resign
+
+
+def resign_game_ends(track: Resign, ended: Array, outcome_black: Array, fresh_no_resign: Array):
+    """Scores the would-resign positions of games that ended (``outcome_black`` [B], +1
+    black won) and resets their rows for the next game. Returns (track, checked, false)."""
+    lost = jnp.stack([outcome_black < 0, outcome_black > 0], axis=1)  # [B, 2]: black lost, white lost
+    counted = jnp.where(ended[:, None], track.would, 0)
+    checked = counted.sum()
+    false = jnp.where(lost, 0, counted).sum()
+    reset = ended[:, None]
+    track = track._replace(
+        no_resign=jnp.where(ended, fresh_no_resign, track.no_resign),
+        below=jnp.where(reset, 0, track.below),
+        would=jnp.where(reset, 0, track.would),
+    )
+    return track, checked, false
+
+
+def calibrate(track: Resign, checked: Array, false: Array, *, target: float) -> Resign:
+    """Moves the threshold once per call: lower (resign less) while the recent
+    false-resignation rate exceeds ``target``, higher while it is under half of it."""
+    total = CHECK_DECAY * track.checked + checked
+    wrong = CHECK_DECAY * track.false + false
+    rate = wrong / jnp.maximum(total, 1e-9)
+    move = jnp.where(rate > target, -THRESHOLD_STEP, jnp.where(rate < target / 2, THRESHOLD_STEP / 4, 0.0))
+    threshold = jnp.where(total >= MIN_CHECKED, jnp.clip(track.threshold + move, *THRESHOLD_RANGE), track.threshold)
+    return track._replace(threshold=threshold, checked=total, false=wrong)
 
 
 class Carry(NamedTuple):
     games: env.State  # [B]
+    resign: Resign
     rng_key: Array
     games_finished: Array  # [] int32, since the start of training
     stats: Stats
@@ -70,47 +156,80 @@ def make_selfplay(
     num_plies: int,
     game_budget: int,
     num_schemes: int,
+    reduced_search: Callable | None = None,
+    full_search_fraction: float = 1.0,
+    resign: bool = False,
+    resign_plies: int = 2,
+    no_resign_fraction: float = 0.1,
+    false_resign_target: float = 0.05,
 ) -> Callable:
-    """``selfplay(params, games, rng_key, games_finished) -> (games, games_finished, plies [T, B], stats)``.
+    """``selfplay(params, games, resign, rng_key, games_finished) -> (games, resign,
+    games_finished, plies [T, B], stats)``.
 
     Moves: the search's action, except in the first ``sample_visits_plies`` plies of a
-    game, where a move is sampled in proportion to the root visit counts (the
-    paper's Exploration variants).
+    game, where a move is sampled in proportion to the root visit counts (the paper's
+    Exploration variants). ``search`` and ``reduced_search``: ``search(params, key,
+    games) -> SearchResult``; the reduced one serves the plies that playout-cap
+    randomization does not search in full (``full_search_fraction`` < 1).
     """
     step = jax.vmap(lambda s, a: env.step(s, a, rules))
     start_batch = jax.vmap(start, in_axes=(0, None))
+    capped = full_search_fraction < 1.0
 
     def choose(result: SearchResult, games: env.State, key: Array) -> Array:
         if sample_visits_plies == 0:
             return result.action
         visits = result.visit_counts  # [B, A]
         sampled = jax.random.categorical(key, jnp.where(visits > 0, jnp.log(visits), -jnp.inf))
-        return jnp.where(games.ply < sample_visits_plies, sampled, result.action)
+        return jnp.where((games.ply < sample_visits_plies) & ~result.mate, sampled, result.action)
 
     def play_one(params, carry: Carry, _):
-        key, k_search, k_choose, k_start = jax.random.split(carry.rng_key, 4)
-        games = carry.games
-        result = search(params, k_search, games)
+        key, k_cap, k_search, k_choose, k_start, k_resign = jax.random.split(carry.rng_key, 6)
+        games, track = carry.games, carry.resign
+        full = jax.random.uniform(k_cap) < full_search_fraction
+        if capped:
+            result = jax.lax.cond(full, search, reduced_search, params, k_search, games)
+        else:
+            result = search(params, k_search, games)
         action = choose(result, games, k_choose)
         sampled_q = jnp.take_along_axis(result.q, action[:, None], axis=1)[:, 0]  # a visited move
         played_q = jnp.where(action == result.action, result.chosen_q, sampled_q)
         over = games.done  # only a fresh start can be over here: its result stands, unplayed
+        mover = games.current_player
+        if resign:
+            value = jnp.maximum(result.root_value, result.chosen_q)
+            value = jnp.where(over | result.mate, 1.0, value)
+            track, resigns = resign_ply(track, value, mover, plies=resign_plies)
+        else:
+            resigns = jnp.zeros_like(over)
         after = step(games, action)
         after = jax.tree.map(lambda old, new: jnp.where(_expand(over, new), old, new), games, after)
+        # A resigning mover loses where it stands; its position keeps the search's policy.
+        lost = jnp.where(mover == 0, -1.0, 1.0)
+        after = after._replace(
+            rewards=jnp.where(resigns[:, None], jnp.stack([lost, -lost], axis=1), after.rewards),
+            terminated=after.terminated | resigns,
+            truncated=after.truncated & ~resigns,
+            end_reason=jnp.where(resigns, env.RESIGNATION, after.end_reason),
+            x=jax.tree.map(lambda old, new: jnp.where(_expand(resigns, new), old, new), games.x, after.x),
+        )
         ended = after.done
         outcome_black = after.rewards[:, 0]
         plies = replay_lib.Plies(
             board=games.x.board.astype(jnp.int8),
             hand=games.x.hand.astype(jnp.int8),
-            color=games.current_player.astype(jnp.int8),
+            color=mover.astype(jnp.int8),
             policy=result.policy.astype(jnp.bfloat16),
             search_value=played_q,
             played=~over,
+            full_search=jnp.broadcast_to(full, over.shape),
             starts_game=games.ply == 0,
             ends_game=ended,
             truncated=after.truncated,
             outcome_black=outcome_black,
         )
+        fresh_no_resign = jax.random.uniform(k_resign, over.shape) < no_resign_fraction
+        track, checked, false = resign_game_ends(track, ended, outcome_black, fresh_no_resign)
         black_win = ended & (outcome_black > 0)
         white_win = ended & (outcome_black < 0)
         draw = ended & (outcome_black == 0)
@@ -130,17 +249,25 @@ def make_selfplay(
             reached_ply30=s.reached_ply30 + (after.ply == diversity.PLY).sum(),
             finished_at_start=s.finished_at_start + over.sum(),
             noise_tv=s.noise_tv + jnp.where(over, 0.0, result.noise_tv).sum(),
+            mates_played=s.mates_played + (result.mate & ~over).sum(),
+            full_searches=s.full_searches + full.astype(jnp.int32),
+            resign_checked=s.resign_checked + checked,
+            resign_false=s.resign_false + false,
         )
         finished = carry.games_finished + ended.sum()
         progress = jnp.minimum(finished / game_budget, 1.0)
         fresh = start_batch(jax.random.split(k_start, ended.shape[0]), progress)
         games = jax.tree.map(lambda new, old: jnp.where(_expand(ended, new), new, old), fresh, after)
-        return Carry(games, key, finished, stats), plies
+        return Carry(games, track, key, finished, stats), plies
 
-    def selfplay(params, games: env.State, rng_key: Array, games_finished: Array):
-        carry = Carry(games, rng_key, games_finished, empty_stats(num_schemes))
+    def selfplay(params, games: env.State, track: Resign, rng_key: Array, games_finished: Array):
+        carry = Carry(games, track, rng_key, games_finished, empty_stats(num_schemes))
         carry, plies = jax.lax.scan(lambda c, x: play_one(params, c, x), carry, None, length=num_plies)
-        return carry.games, carry.games_finished, plies, carry.stats
+        stats = carry.stats
+        track = carry.resign
+        if resign:
+            track = calibrate(track, stats.resign_checked, stats.resign_false, target=false_resign_target)
+        return carry.games, track, carry.games_finished, plies, stats
 
     return selfplay
 

@@ -35,6 +35,8 @@ class TrainState(NamedTuple):
     games_finished: Array  # [] int32
     positions: Array  # [] int32, plies played in self-play
     learner_steps: Array  # [] int32
+    resign: selfplay_lib.Resign  # per game [B], and the resign threshold
+    ema_params: Any  # an exponential moving average of params (learner.ema_decay > 0), else None
 
 
 class Trainer(NamedTuple):
@@ -60,28 +62,40 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
     start = starts.make_start_fn(spec, rules)
     net = network_lib.make_network(config)
     apply_fn = net.apply
-    search = search_lib.make_search(
-        apply_fn,
-        rules,
-        algorithm=config.search.algorithm,
-        num_simulations=config.search.num_simulations,
-        max_num_considered_actions=config.search.max_num_considered_actions,
-        gumbel_scale=config.search.gumbel_scale,
-        dirichlet_alpha=config.search.dirichlet_alpha,
-        dirichlet_fraction=config.search.dirichlet_fraction,
-        history_window=config.search.history_window,
-    )
+    def make_search(num_simulations: int):
+        return search_lib.make_search(
+            apply_fn,
+            rules,
+            algorithm=config.search.algorithm,
+            num_simulations=num_simulations,
+            max_num_considered_actions=config.search.max_num_considered_actions,
+            gumbel_scale=config.search.gumbel_scale,
+            dirichlet_alpha=config.search.dirichlet_alpha,
+            dirichlet_fraction=config.search.dirichlet_fraction,
+            history_window=config.search.history_window,
+            mate_in_one=config.search.mate_in_one,
+            mate_in_tree=config.search.mate_in_tree,
+        )
+
     num_games = config.selfplay.num_games
     num_plies = config.selfplay.plies_per_iteration
+    capped = config.selfplay.full_search_fraction < 1
     selfplay = selfplay_lib.make_selfplay(
-        search,
+        make_search(config.search.num_simulations),
         start,
         rules,
         sample_visits_plies=config.selfplay.sample_visits_plies,
         num_plies=num_plies,
         game_budget=config.budget_games,
         num_schemes=len(spec.leaves),
+        reduced_search=make_search(config.search.reduced_simulations) if capped else None,
+        full_search_fraction=config.selfplay.full_search_fraction,
+        resign=config.selfplay.resign,
+        resign_plies=config.selfplay.resign_plies,
+        no_resign_fraction=config.selfplay.no_resign_fraction,
+        false_resign_target=config.selfplay.false_resign_target,
     )
+    ema_decay = config.learner.ema_decay
     optimizer = learner_lib.make_optimizer(config.learner)
     update = learner_lib.make_update(apply_fn, optimizer, rules, grad_clip=config.learner.grad_clip)
     steps = config_lib.steps_per_iteration(config)
@@ -107,13 +121,20 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
             games_finished=jnp.int32(0),
             positions=jnp.int32(0),
             learner_steps=jnp.int32(0),
+            resign=selfplay_lib.init_resign(
+                jax.random.fold_in(k_run, 1),
+                num_games,
+                threshold=config.selfplay.resign_threshold,
+                no_resign_fraction=config.selfplay.no_resign_fraction,
+            ),
+            ema_params=params if ema_decay > 0 else None,
         )
 
     abstract = jax.eval_shape(init)
 
     def sharding_of(path, leaf):
         names = [getattr(k, "name", None) for k in path]
-        if names[0] == "games" and leaf.ndim >= 1:
+        if names[0] in ("games", "resign") and leaf.ndim >= 1:
             return games_axis
         if names[0] == "replay" and leaf.ndim >= 2:
             return columns_axis
@@ -123,7 +144,19 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
     abstract_state = jax.tree.map(
         lambda leaf, sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding), abstract, state_sharding
     )
-    batch_sharding = NamedSharding(mesh, P("data"))
+    replay_specs = jax.tree.map(lambda leaf: P(None, "data") if leaf.ndim >= 2 else P(), abstract.replay)
+    shards = mesh.size
+
+    def sample(replay: replay_lib.Replay, rng_key: Array) -> replay_lib.Batch:
+        """The learner's batch [N], sharded: each data shard draws N / shards positions from
+        its own game columns (uniformly among those with a target), so no collective moves
+        the buffer and per-chip replay memory falls as 1 / shards."""
+
+        def local(replay, rng_key):
+            key = jax.random.fold_in(rng_key, jax.lax.axis_index("data"))
+            return replay_lib.sample(replay, key, config.learner.batch_size // shards)
+
+        return jax.shard_map(local, mesh=mesh, in_specs=(replay_specs, P()), out_specs=P("data"))(replay, rng_key)
 
     def relabel(replay: replay_lib.Replay) -> replay_lib.Replay:
         return replay_lib.label(
@@ -133,14 +166,15 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
         )
 
     def learner_step(params, opt_state, step, replay, progress, rng_key):
-        batch = replay_lib.sample(replay, rng_key, config.learner.batch_size)
-        batch = jax.lax.with_sharding_constraint(batch, batch_sharding)
+        batch = sample(replay, rng_key)
         rate = learner_lib.learning_rate(config.learner, progress, step)
         return update(params, opt_state, batch, rate)
 
     def iteration(state: TrainState) -> tuple[TrainState, dict]:
         key, k_selfplay, k_learn = jax.random.split(state.rng_key, 3)
-        games, games_finished, plies, stats = selfplay(state.params, state.games, k_selfplay, state.games_finished)
+        games, resign, games_finished, plies, stats = selfplay(
+            state.params, state.games, state.resign, k_selfplay, state.games_finished
+        )
         replay = relabel(replay_lib.add(state.replay, plies))
         known = replay.value_known.sum()
         progress = jnp.minimum(games_finished / config.budget_games, 1.0)  # drives the learning rate
@@ -154,7 +188,9 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
         # targets: on XLA's CPU backend a gradient step inside a cond branch or a rolled
         # loop costs about 20x the same step alone (bench/train_bench.py), so on a CPU the
         # steps are unrolled, and no backend puts them in a cond.
-        can_learn = (known >= max(config.replay.min_positions, 1)) & (steps > 0)  # never learn from blanks
+        # Never learn from blanks: every shard samples its own columns, so each needs targets.
+        known_per_shard = replay.value_known.reshape(replay.value_known.shape[0], shards, -1).sum(axis=(0, 2))
+        can_learn = (known >= max(config.replay.min_positions, 1)) & (known_per_shard.min() > 0) & (steps > 0)
         keys = jax.random.split(k_learn, steps)
         operand = (state.params, state.opt_state, state.learner_steps)
         (params, opt_state, _), (loss, info) = jax.lax.scan(
@@ -164,6 +200,10 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
             lambda new, old: jnp.where(can_learn, new, old), (params, opt_state), (state.params, state.opt_state)
         )
         loss, info = jax.tree.map(lambda x: jnp.where(can_learn, x, jnp.zeros_like(x)), (loss, info))
+        ema = state.ema_params
+        if ema_decay > 0:  # per learner step, applied once an iteration as decay^K
+            keep = jnp.where(can_learn, ema_decay**steps, 1.0)
+            ema = jax.tree.map(lambda e, p: keep * e + (1 - keep) * p, ema, params)
         new_state = TrainState(
             params=params,
             opt_state=opt_state,
@@ -174,6 +214,8 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
             games_finished=games_finished,
             positions=state.positions + num_games * num_plies,
             learner_steps=state.learner_steps + jnp.where(can_learn, steps, 0),
+            resign=resign,
+            ema_params=ema,
         )
         rate_now = learner_lib.learning_rate(config.learner, progress, new_state.learner_steps)
         searched = jnp.maximum(num_games * num_plies - stats.finished_at_start, 1)
@@ -199,6 +241,9 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
             "learner_steps": new_state.learner_steps,
             **{f"selfplay/{k}": v for k, v in stats._asdict().items()},
             "selfplay/noise_tv": stats.noise_tv / searched,  # mean over searched plies
+            "selfplay/resign_threshold": resign.threshold,
+            # would-resign positions of no-resign games whose side did not lose (recent, decaying)
+            "selfplay/false_resign_rate": resign.false / jnp.maximum(resign.checked, 1e-9),
         }
         return new_state, metrics
 

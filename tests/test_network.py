@@ -1,0 +1,45 @@
+"""The network reads the observation in two parts; its first layer equals a plain 3x3
+convolution over all 119 planes with the same kernel."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from az import network as network_lib
+from envs import env, notation
+
+SFENS = (
+    notation.STARTPOS_SFEN,
+    "ln1gk1snl/2s3gb1/2pppppp1/pr6p/9/P6RP/1PPPPPP2/1BG3S2/LNS1KG1NL b Pp 23",
+    "l6nl/5+P1gk/2np1S3/p1p4Pp/3P2Sp1/1PPb2P1P/P5GS1/R8/LN4bKL w RGgsn5p 1",
+)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_stem__equals_a_convolution_over_all_119_planes(dtype):
+    rules = env.Rules()
+    states = [notation.from_sfen(s, rules) for s in SFENS]
+    full = jnp.stack([env.observe(s, rules) for s in states])  # [3, 9, 9, 119]
+    planes, flags = jax.tree.map(lambda *a: jnp.stack(a), *[env.observe_parts(s, rules) for s in states])
+    np.testing.assert_array_equal(full[..., :62], planes)
+    np.testing.assert_array_equal(full[..., 62:], jnp.broadcast_to(flags[:, None, None], (3, 9, 9, 57)))
+    assert flags.any()  # hands and check are in the flags
+    stem = network_lib.Stem(channels=16, dtype=dtype)
+    params = stem.init(jax.random.key(0), planes, flags)
+    kernel = params["params"]["kernel"]
+    assert kernel.shape == (3, 3, 119, 16)
+    ours = stem.apply(params, planes, flags).astype(jnp.float32)
+    reference = jax.lax.conv_general_dilated(full.astype(jnp.float32), kernel, (1, 1), "SAME",
+                                             dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    tolerance = 1e-5 if dtype == jnp.float32 else 5e-2
+    np.testing.assert_allclose(ours, reference, rtol=tolerance, atol=tolerance)
+
+
+def test_network__parameters_are_laid_out_as_a_plain_first_convolution():
+    """Snapshots made before the stem read two parts still load: the same parameter tree."""
+    net = network_lib.AZNet(num_blocks=1, channels=8, value_hidden=8)
+    params = network_lib.init_params(net, jax.random.key(0))
+    assert params["params"]["Conv_0"]["kernel"].shape == (3, 3, 119, 8)
+    logits, value = net.apply(params, network_lib.example_observation(2))
+    assert logits.shape == (2, 2187) and value.shape == (2,)
