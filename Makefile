@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
-.PHONY: venv engines train test test-all bench
+.PHONY: venv engines tpu-venv device-wheels train test test-all bench
 venv: $(STAMP)
 
 # The reference engines for evaluation (Debian packages; root or sudo): fairy-stockfish, gpsshogi.
@@ -22,6 +22,22 @@ engines:
 	  $(SUDO) apt-get install -y -qq fairy-stockfish gpsshogi >/dev/null || \
 	  { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq fairy-stockfish gpsshogi >/dev/null; }; \
 	fi
+
+# libtpu, to plan TPU runs on this machine (bench/tpu_plan.py); kept out of the main venv,
+# where it would probe for a TPU whenever JAX starts.
+TPU_VENV := .venv-tpu
+$(TPU_VENV)/.installed: pyproject.toml
+	test -x $(TPU_VENV)/bin/python || $(PY) -m venv $(TPU_VENV)
+	$(TPU_VENV)/bin/python -m pip install -q --upgrade pip
+	$(TPU_VENV)/bin/python -m pip install -q -e ".[tpu]"
+	touch $@
+tpu-venv: $(TPU_VENV)/.installed
+
+# Wheels (Python 3.12, x86-64) of what the lent GPU machines lack, for bench/device.sh.
+device-wheels:
+	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+	  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+	  -d .whl pgx mctx cshogi ml-collections tensorboardX svgwrite
 
 # The main job at a CPU-sized default: Shogi816K self-play training, resumable.
 train: venv

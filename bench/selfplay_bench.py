@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import mctx
 import pgx
 
+from az import network as network_lib
 from az import search as search_lib
 from az.network import AZNet
 from az.train import selfplay as selfplay_lib
@@ -42,7 +43,7 @@ def reference_loop(net, params, batch: int, simulations: int, considered: int):
         del rng_key
         player = state.current_player
         state = step(state, action)
-        logits, value = net.apply(params, state.observation)
+        logits, value = net.apply(params, (state.observation[..., :62], state.observation[:, 0, 0, 62:]))
         logits = jnp.where(state.legal_action_mask, logits, jnp.finfo(logits.dtype).min)
         reward = state.rewards[jnp.arange(batch), player]
         value = jnp.where(state.terminated, 0.0, value)
@@ -51,7 +52,7 @@ def reference_loop(net, params, batch: int, simulations: int, considered: int):
 
     @jax.jit
     def search(params, rng_key, state):
-        logits, value = net.apply(params, state.observation)
+        logits, value = net.apply(params, (state.observation[..., :62], state.observation[:, 0, 0, 62:]))
         root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=state)
         return mctx.gumbel_muzero_policy(
             params, rng_key, root, recurrent_fn, num_simulations=simulations,
@@ -79,7 +80,7 @@ def main(argv=None):
           f"net {args.blocks}x{args.channels}")
 
     net = AZNet(num_blocks=args.blocks, channels=args.channels, value_hidden=64)
-    params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, 9, 9, 119), jnp.bool_))
+    params = network_lib.init_params(net, jax.random.PRNGKey(0))
     rules = env.Rules()
 
     # Ours: the self-play scan of the trainer.
@@ -92,7 +93,8 @@ def main(argv=None):
     games = jax.jit(jax.vmap(start, in_axes=(0, None)))(jax.random.split(jax.random.PRNGKey(2), b), 0.0)
     key = jax.random.PRNGKey(3)
     compile_start = time.perf_counter()
-    jax.block_until_ready(selfplay(params, games, key, jnp.int32(0)))
+    track = selfplay_lib.init_resign(key, b, threshold=-0.9, no_resign_fraction=0.1)
+    jax.block_until_ready(selfplay(params, games, track, key, jnp.int32(0)))
     ours_compile = time.perf_counter() - compile_start
 
     # Reference: Python loop over moves.
@@ -112,7 +114,7 @@ def main(argv=None):
 
     ours_times, ref_times = [], []
     for _ in range(args.repeats):  # interleaved against machine noise
-        ours_times.append(_median_seconds(lambda: selfplay(params, games, key, jnp.int32(0)), 1))
+        ours_times.append(_median_seconds(lambda: selfplay(params, games, track, key, jnp.int32(0)), 1))
         ref_times.append(_median_seconds(reference_plies, 1))
     ours_s, ref_s = statistics.median(ours_times), statistics.median(ref_times)
     ours_pps, ref_pps = b * t / ours_s, b * t / ref_s

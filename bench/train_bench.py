@@ -68,7 +68,7 @@ def main(argv) -> int:
     state = trainer.init()
     key = jax.random.PRNGKey(1)
     selfplay = jax.jit(trainer.selfplay)
-    games, finished, plies, _ = selfplay(state.params, state.games, key, state.games_finished)
+    games, resign, finished, plies, _ = selfplay(state.params, state.games, state.resign, key, state.games_finished)
     full = _with_targets(state.replay, plies)
     add_label = jax.jit(lambda replay, plies: trainer.relabel(replay_lib.add(replay, plies)))
     labelled = add_label(full, plies)
@@ -76,7 +76,7 @@ def main(argv) -> int:
     step = jax.jit(trainer.learner_step)
     progress = jnp.float32(0.1)
     parts = {
-        "self-play": _median_seconds(lambda: selfplay(state.params, games, key, finished), repeats + 1),
+        "self-play": _median_seconds(lambda: selfplay(state.params, games, resign, key, finished), repeats + 1),
         "add + label": _median_seconds(lambda: add_label(full, plies), repeats + 1),
         f"learner step x {k}": k * _median_seconds(
             lambda: step(state.params, state.opt_state, jnp.int32(0), labelled, progress, key), repeats + 1),

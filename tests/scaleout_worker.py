@@ -35,7 +35,10 @@ def main():
     ckpt.close()
     leaves = jax.tree_util.tree_leaves_with_path(state.params)
     arrays = {jax.tree_util.keystr(path): np.asarray(leaf.addressable_data(0)) for path, leaf in leaves}
-    np.savez(out, iteration=np.asarray(state.iteration.addressable_data(0)), **arrays)
+    replay = {f"replay/{name}": np.asarray(jax.device_get(getattr(state.replay.plies, name)), np.float32)
+              for name in ("board", "policy", "color")}
+    replay["replay/value_target"] = np.asarray(jax.device_get(state.replay.value_target))
+    np.savez(out, iteration=np.asarray(state.iteration.addressable_data(0)), **arrays, **replay)
 
 
 if __name__ == "__main__":

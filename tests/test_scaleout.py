@@ -1,7 +1,9 @@
 """Resumption after SIGKILL and SIGTERM, 4 devices against 1, two processes joined by
-jax.distributed: each runs training in subprocesses (fresh JAX backends), a minute or
-more each on a 2-core CPU, so all but the SIGTERM test are slow (``make test-all``)."""
+jax.distributed, and where the replay is sampled: each runs in subprocesses (fresh JAX
+backends, forced CPU devices), a minute or more each on a 2-core CPU, so the whole-run
+ones but the SIGTERM test are slow (``make test-all``)."""
 
+import json
 import os
 import signal
 import subprocess
@@ -30,7 +32,11 @@ def _run_worker(out, workdir, iterations, devices=1, timeout=600):
 
 
 def _params(d):
-    return {k: v for k, v in d.items() if k != "iteration"}
+    return {k: v for k, v in d.items() if k != "iteration" and not k.startswith("replay/")}
+
+
+def _replay(d):
+    return {k: v for k, v in d.items() if k.startswith("replay/")}
 
 
 def _train_cmd(workdir, iterations, every=1):
@@ -41,9 +47,9 @@ def _train_cmd(workdir, iterations, every=1):
     ]
 
 
-def _wait_for(path, proc, timeout=300):
+def _wait_for(path, proc, timeout=300, nonempty=False):
     start = time.time()
-    while not os.path.exists(path):
+    while not os.path.exists(path) or (nonempty and not os.path.getsize(path)):
         assert proc.poll() is None, f"training exited early: {proc.stdout.read()}"
         assert time.time() - start < timeout, f"{path} did not appear"
         time.sleep(0.2)
@@ -72,12 +78,16 @@ def test_resume__after_sigkill_equals_uninterrupted_run(tmp_path, uninterrupted)
 
 def test_resume__sigterm_saves_and_exits_cleanly(tmp_path):
     workdir = tmp_path / "work"
+    # The smoke preset's self-play switches off: a plain iteration compiles in half the time.
+    plain = ["--config.search.mate_in_one=False", "--config.selfplay.full_search_fraction=1.0",
+             "--config.selfplay.resign=False", "--config.learner.ema_decay=0.0"]
     proc = subprocess.Popen(
-        _train_cmd(workdir, 10_000, every=1000), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        _train_cmd(workdir, 10_000, every=1000) + plain, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
     )
-    _wait_for(workdir / "metrics.jsonl", proc)
+    _wait_for(workdir / "metrics.jsonl", proc, nonempty=True)  # compiled, in the middle of a run
     proc.send_signal(signal.SIGTERM)
-    output, _ = proc.communicate(timeout=120)
+    output, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, output
     assert "SIGTERM: saved iteration" in output
     saved = int(output.split("SIGTERM: saved iteration ")[1].split()[0])
@@ -87,11 +97,17 @@ def test_resume__sigterm_saves_and_exits_cleanly(tmp_path):
 
 
 @pytest.mark.slow
-def test_sharding__four_devices_equal_one(tmp_path, uninterrupted):
-    four = _run_worker(tmp_path / "params.npz", tmp_path / "work", 4, devices=4)
-    reference = _params(uninterrupted)
+def test_sharding__four_devices_play_and_record_what_one_does(tmp_path):
+    """Self-play and the replay do not depend on the device count: after one iteration the
+    buffers of a 1- and a 4-device run are identical. The learner then samples each
+    device's own columns (so its batches, and the parameters after it, differ)."""
+    one = _run_worker(tmp_path / "one.npz", tmp_path / "one", 1, devices=1)
+    four = _run_worker(tmp_path / "four.npz", tmp_path / "four", 1, devices=4)
+    for name, value in _replay(four).items():
+        np.testing.assert_allclose(value, one[name], rtol=1e-3, atol=2e-4, err_msg=name)
     for name, value in _params(four).items():
-        np.testing.assert_allclose(value, reference[name], rtol=1e-3, atol=2e-4, err_msg=name)
+        assert np.isfinite(value).all(), name
+        assert value.shape == one[name].shape
 
 
 @pytest.mark.slow
@@ -111,3 +127,27 @@ def test_distributed__two_processes_hold_identical_parameters(tmp_path):
     assert first.keys() == second.keys() and first
     for name in first:
         np.testing.assert_array_equal(first[name], second[name], err_msg=name)
+
+
+SMALL = 1 << 20  # bytes: gradients and parameters of the smoke network, never the buffer
+
+
+def _sharding_report(what: str) -> dict:
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "sharding_worker.py"), what], env=_env(4),
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("what", ["step", pytest.param("iteration", marks=pytest.mark.slow)])
+def test_sharding__each_device_samples_the_replay_columns_it_holds(what):
+    """Compiled for 4 devices: no collective moves anything buffer-sized, and per-device
+    replay memory falls to a quarter (the learner step alone, or the whole iteration)."""
+    report = _sharding_report(what)
+    buffer, one, four = report["buffer_bytes"], report["1"], report["4"]
+    assert buffer > 50 * SMALL
+    gathered = [c for c in four["collectives"] if c[0] in ("all-gather", "all-to-all", "collective-permute")]
+    assert all(size < SMALL for _, size, _ in gathered), gathered
+    assert max((size for _, size, _ in four["collectives"]), default=0) < SMALL
+    assert four["arguments"] <= one["arguments"] - 0.74 * buffer  # the state's buffer, sharded 4 ways
+    assert four["temporaries"] <= one["temporaries"]

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# One call on a lent accelerator: speed, memory and a short training run, into OUTDIR
+# (device.json and device.md; see bench/device_bench.py). At most 8 minutes on one H100.
+#
+#   bench/device.sh OUTDIR [--quick] [--budget-s SECONDS]
+#
+# The device machines reach no package registry and lack pgx, mctx, cshogi, ml-collections,
+# tensorboardX and svgwrite: `make device-wheels` puts their wheels in .whl/ here, and this
+# script installs them from there when the folder travels (carry .whl). On a CPU
+# (`--quick`, as tests/test_bench.py runs it) the repository's .venv is used.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:?usage: bench/device.sh OUTDIR [--quick] [--budget-s SECONDS]}"
+shift
+if compgen -G ".whl/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/azshogi-site .whl/*.whl
+    export PYTHONPATH="/tmp/azshogi-site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+python=python3
+[ -x .venv/bin/python ] && python=.venv/bin/python
+exec "$python" bench/device_bench.py "$out" "$@"
