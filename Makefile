@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
-.PHONY: venv engines tpu-venv device-wheels train test test-all bench
+.PHONY: venv engines tpu-venv device-wheels train test test-plan test-all bench
 venv: $(STAMP)
 
 # The reference engines for evaluation (Debian packages; root or sudo): fairy-stockfish, gpsshogi.
@@ -45,7 +45,11 @@ train: venv
 
 # The test suite CI runs (slow tests excluded); two workers, one test file each at a time.
 test: venv
-	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -m "not slow and not tpu_plan" -q -n 2 --dist loadfile
+
+# bench/tpu_plan.py compiled for a TPU topology on this machine (needs .venv-tpu; CI runs it).
+test-plan: venv tpu-venv
+	$(BIN)/python -m pytest -m tpu_plan -q
 
 test-all: venv
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile

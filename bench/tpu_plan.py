@@ -37,8 +37,8 @@ from envs import env  # noqa: E402
 GIB = 2**30
 MIB = 2**20
 HBM_GIB = {"v4": 32, "v5e": 16, "v5litepod": 16, "v5p": 95, "v6e": 32}  # per chip
-COLLECTIVE = re.compile(
-    r"=\s*(\S+?)\s+(all-gather|all-reduce|all-to-all|collective-permute|reduce-scatter)(?:-start)?\("
+COLLECTIVE = re.compile(  # the result shape may be a tuple: XLA combines gradient all-reduces
+    r"=\s*(\([^=]*?\)|\S+?)\s+(all-gather|all-reduce|all-to-all|collective-permute|reduce-scatter)(?:-start)?\("
 )
 DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "bf16": 2, "f16": 2, "s32": 4, "u32": 4, "f32": 4,
                "s64": 8, "u64": 8, "f64": 8}

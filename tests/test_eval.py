@@ -245,3 +245,16 @@ def test_report__balance_scores_black_by_engine(tmp_path, fairy_stockfish):
     table = report.plot_balance({"random_start(2)": scores[:3]}, str(tmp_path / "balance.png"), unit="cp")
     assert table["random_start(2)"]["positions"] == 3
     assert (tmp_path / "balance.png").exists()
+
+
+def test_report__balance_reusing_a_gpsusi_process_scores_as_fresh_ones(gpsusi):
+    """gpsusi at a fixed depth scores a position the same after other positions in the
+    same process (``--reuse-engine``) as in a fresh one, in both colours."""
+    from az.play import report
+
+    sfens = report.start_positions("random_start(2)", 0)[::300] + [
+        "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1"]
+    engine = f"usi:{gpsusi}?LimitDepth=4&byoyomi=60000"
+    fresh = report.engine_scores(sfens, engine)
+    reused = report.engine_scores(sfens, engine, reuse=True)
+    assert fresh == reused and len(fresh) == 4 and all(abs(s) < 1000 for s in fresh)

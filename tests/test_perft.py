@@ -29,6 +29,7 @@ def _cshogi_perft(sfen: str, depth: int) -> list[int]:
     return counts
 
 
+@pytest.mark.slow  # perft(5) and the lockstep/dense tests cover it; ~50 s
 def test_perft__standard_start_to_depth_3():
     assert perft(notation.STARTPOS_SFEN, 3) == [30, 900, 25470]
 

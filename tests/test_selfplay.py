@@ -20,6 +20,7 @@ DECLARES = "RBGGSSSS1/4K3B/1R1GG4/9/9/9/9/9/4k4 b - 1"  # black to move declares
 NET = AZNet(num_blocks=0, channels=4, value_hidden=4)
 
 
+@pytest.mark.slow  # its own self-play compile, ~1 min
 def test_selfplay__a_start_already_over_is_scored_not_played(tmp_path):
     """A book of a mate and a declaration: every game ends at its start with its true
     result (never a draw), no search is recorded, and no position gets a target."""

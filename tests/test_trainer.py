@@ -237,13 +237,24 @@ def test_resume__continues_exactly_moving_average_included(smoke_runs, base_cont
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-def test_train__self_play_switches_of_the_smoke_preset_show_in_its_metrics(smoke_runs, base_continued):
-    """Playout caps: some plies full, some reduced; resignation calibrates a threshold."""
+@pytest.mark.slow
+def test_train__playout_caps_search_some_plies_in_full(tmp_path):
+    """Half the plies (chosen per ply for the whole batch) get the full search."""
     config = smoke_config("base")
-    lines = read_jsonl(smoke_runs("base").workdir) + base_continued[0]
+    config.selfplay.full_search_fraction = 0.5
+    loop.train(config, str(tmp_path), max_iterations=3)
+    lines = read_jsonl(tmp_path)
     full = sum(line["selfplay/full_searches"] for line in lines)
     plies = len(lines) * config.selfplay.plies_per_iteration
     assert 0 < full < plies, (full, plies)
+
+
+def test_train__self_play_switches_of_the_smoke_preset_show_in_its_metrics(smoke_runs, base_continued):
+    """Every ply searched in full (no playout caps); resignation calibrates a threshold."""
+    config = smoke_config("base")
+    lines = read_jsonl(smoke_runs("base").workdir) + base_continued[0]
+    full = sum(line["selfplay/full_searches"] for line in lines)
+    assert full == len(lines) * config.selfplay.plies_per_iteration
     for line in lines:
         assert -1 <= line["selfplay/resign_threshold"] <= -0.5
         assert 0 <= line["selfplay/false_resign_rate"] <= 1

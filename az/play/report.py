@@ -115,16 +115,23 @@ def plot_heatmaps(workdirs: list[str], path: str, *, points: int = 3) -> None:
     plt.close(fig)
 
 
-def plot_elo_curve(curves: dict, path: str) -> None:
-    """``curves``: label -> list of (games, elo, low, high, score); Elo and score over training."""
+def plot_elo_curve(curves: dict, path: str, baseline: dict | None = None) -> None:
+    """``curves``: label -> list of (games, elo, low, high, score[, step]); Elo and score
+    over training games. ``baseline``: curves of an earlier run, drawn dashed beside."""
     fig, (ax_elo, ax_score) = plt.subplots(1, 2, figsize=(11, 4))
-    clip = 1500  # a 0% or 100% score has infinite Elo; drawn at the clip
-    for name, points in curves.items():
+    clip = 1500  # an infinite Elo (old results at 0% or 100%) is drawn at the clip
+    drawn = [(name, points, "-") for name, points in curves.items()]
+    drawn += [(name, points, "--") for name, points in (baseline or {}).items()]
+    palette, colors = plt.rcParams["axes.prop_cycle"].by_key()["color"], {}
+    for name, points, style in drawn:
+        opponent = name.split(" vs ", 1)[-1]  # a baseline's curve takes the colour of its opponent's
+        color = colors.setdefault(opponent, palette[len(colors) % len(palette)])
         points = sorted(points)
         games = [p[0] for p in points]
         elo, low, high = (np.clip(np.asarray([p[i] for p in points], np.float64), -clip, clip) for i in (1, 2, 3))
-        ax_elo.errorbar(games, elo, yerr=[elo - low, high - elo], marker="o", capsize=3, label=name)
-        ax_score.plot(games, [p[4] for p in points], marker="o", label=name)
+        ax_elo.errorbar(games, elo, yerr=[elo - low, high - elo], marker="o", capsize=3, label=name, ls=style,
+                        color=color)
+        ax_score.plot(games, [p[4] for p in points], marker="o", label=name, ls=style, color=color)
     ax_elo.axhline(0, color="gray", lw=1, ls="--")
     ax_elo.set_ylim(-clip - 100, clip + 100)
     ax_elo.set_ylabel(f"Elo difference (95% interval, clipped at +-{clip})")
@@ -140,11 +147,13 @@ def plot_elo_curve(curves: dict, path: str) -> None:
 
 
 def elo_curve(workdirs: list[str], opponents: list[str], *, games: int | None, simulations: int,
-              openings: str | None, concurrency: int, path: str, steps: list[int] | None = None) -> dict:
+              openings: str | None, concurrency: int, path: str, steps: list[int] | None = None,
+              baseline: dict | None = None) -> dict:
     """Plays saved checkpoints of each run against each opponent and plots Elo over games.
 
     Checkpoints are the run's snapshots (all, or ``steps``). Matches are kept in
-    WORKDIR/eval/<opponent>/step_<K>; finished ones are not replayed.
+    WORKDIR/eval/<opponent>/step_<K>; finished ones are not replayed. ``baseline``
+    (label -> points, as this writes them) is drawn dashed beside, for comparing runs.
     """
     from az.play import match as match_lib
     from az.play import players as players_lib
@@ -173,15 +182,31 @@ def elo_curve(workdirs: list[str], opponents: list[str], *, games: int | None, s
                     finally:
                         first.close()
                     played = rows[step]["games_finished"] if step in rows else 0
-                    points.append((played, s["elo"], s["elo_low"], s["elo_high"], s["score"]))
+                    points.append((played, s["elo"], s["elo_low"], s["elo_high"], s["score"], step))
                     line = match_lib.format_summary(first.name, second.name, s).splitlines()[0]
                     print(f"{workdir}@{step} ({played} games): {line}", flush=True)
                 curves[f"{os.path.basename(workdir.rstrip('/'))} vs {second.name}"] = points
         finally:
             second.close()
-    plot_elo_curve(curves, path)
+    plot_elo_curve(curves, path, baseline)
     with open(os.path.splitext(path)[0] + ".json", "w", encoding="utf-8") as f:
         json.dump(curves, f, indent=1)
+    return curves
+
+
+def read_baselines(specs: list[str]) -> dict:
+    """Curves of earlier runs from ``PATH.json[:LABEL]`` specs, each label prefixed."""
+    curves = {}
+    for spec in specs:
+        path, _, label = spec.partition(".json:")
+        path = path if path.endswith(".json") else path + ".json"
+        try:
+            with open(path, encoding="utf-8") as f:
+                saved = json.load(f)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"--baseline {spec!r}: cannot read {path} ({e})") from None
+        for name, points in saved.items():
+            curves[f"{label or os.path.basename(path)}: {name}"] = points
     return curves
 
 
@@ -215,16 +240,28 @@ def start_positions(start: str, count: int, seed: int = 0) -> list[str]:
     return [notation.to_sfen(jax.tree.map(lambda a: a[i], states)) for i in range(count)]
 
 
-def engine_scores(sfens: list[str], engine: str) -> list[float]:
-    """Black's score in centipawns by a USI engine, a fresh process per position
-    (fairy-stockfish's fixed-node evaluation depends on earlier searches in a process)."""
+def engine_scores(sfens: list[str], engine: str, *, jobs: int = 1, reuse: bool = False) -> list[float]:
+    """Black's score in centipawns by a USI engine, ``jobs`` processes at a time.
+
+    By default a fresh process per position (fairy-stockfish's fixed-node evaluation
+    depends on earlier searches in a process); ``reuse`` keeps one process per job with
+    ``usinewgame`` between positions, for engines slow to start (gpsusi: 1.5 s)."""
+    import concurrent.futures
+    import threading
+
     from az.play import players as players_lib
     from az.play.usi_client import UsiClient
 
     player = players_lib.parse_player(engine)
-    scores = []
-    for sfen in sfens:
-        process = UsiClient(player.path, player.options)
+    local, opened = threading.local(), []
+
+    def score_of(sfen: str) -> float:
+        process = getattr(local, "process", None) if reuse else None
+        if process is None:
+            process = UsiClient(player.path, player.options)
+            if reuse:
+                local.process = process
+                opened.append(process)
         try:
             process.send("usinewgame")
             score = None
@@ -234,12 +271,18 @@ def engine_scores(sfens: list[str], engine: str) -> list[float]:
                     kind, value = parts[parts.index("score") + 1], parts[parts.index("score") + 2]
                     score = float(value) if kind == "cp" else math.copysign(30000, float(value.replace("+", "") or 1))
         finally:
-            process.close()
+            if not reuse:
+                process.close()
         if score is None:
             raise ValueError(f"{engine} gave no score for {sfen}")
-        black_to_move = sfen.split()[1] == "b"
-        scores.append(score if black_to_move else -score)
-    return scores
+        return score if sfen.split()[1] == "b" else -score
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:
+            return list(pool.map(score_of, sfens))
+    finally:
+        for process in opened:
+            process.close()
 
 
 def network_values(sfens: list[str], checkpoint: str) -> list[float]:
@@ -261,10 +304,17 @@ def plot_balance(values: dict, path: str, *, unit: str) -> dict:
     """Histograms of black's advantage per start scheme; returns mean/std per scheme."""
     fig, ax = plt.subplots(figsize=(7, 4))
     table = {}
+    # Shared bins, so that the sets' widths compare; the rare blunder positions beyond
+    # the clip are counted in the edge bins and named in the legend.
+    clip = 1000.0 if unit == "cp" else 1.0
+    widest = max(float(np.abs(np.asarray(v, np.float64)).max()) for v in values.values())
+    bins = np.linspace(-min(widest, clip), min(widest, clip), 61)
     for name, v in values.items():
         v = np.asarray(v, np.float64)
         table[name] = {"positions": int(v.size), "mean": float(v.mean()), "std": float(v.std())}
-        ax.hist(v, bins=40, alpha=0.5, label=f"{name}: mean {v.mean():+.1f}, std {v.std():.1f}")
+        beyond = int((np.abs(v) > bins[-1]).sum())
+        label = f"{name}: mean {v.mean():+.1f}, std {v.std():.1f}" + (f" ({beyond} beyond ±{bins[-1]:g})" if beyond else "")
+        ax.hist(np.clip(v, bins[0], bins[-1]), bins=bins, alpha=0.45, label=label)
     ax.set_xlabel(f"black's advantage ({unit})")
     ax.set_ylabel("positions")
     ax.legend(fontsize=8)
@@ -286,6 +336,8 @@ def main(argv=None) -> int:
     c.add_argument("--concurrency", type=int, default=1)
     c.add_argument("--steps", default=None, help="comma-separated checkpoint steps (default: all saved)")
     c.add_argument("--out", default="elo_curve.png")
+    c.add_argument("--baseline", action="append", default=[],
+                   help="PATH.json[:LABEL] of an earlier `curve` run, drawn dashed (repeatable)")
     h = sub.add_parser("heatmaps", help="king/rook squares at ply 30 and their entropy (Figs. 6-8)")
     h.add_argument("--workdir", action="append", required=True)
     h.add_argument("--points", type=int, default=3)
@@ -295,13 +347,18 @@ def main(argv=None) -> int:
     b.add_argument("--engine", default=None, help="usi:PATH?nodes=N (score in cp)")
     b.add_argument("--checkpoint", default=None, help="WORKDIR[@STEP] (network value)")
     b.add_argument("--positions", type=int, default=200)
+    b.add_argument("--jobs", type=int, default=1, help="engine processes at a time")
+    b.add_argument("--reuse-engine", action="store_true",
+                   help="one engine process per job, usinewgame between positions (gpsusi starts slowly)")
+    b.add_argument("--seed", type=int, default=0, help="for sampled start schemes")
     b.add_argument("--out", default="balance.png")
     args = parser.parse_args(argv)
     try:
         if args.command == "curve":
             elo_curve(args.workdir, args.opponent, games=args.games, simulations=args.simulations,
                       openings=args.openings, concurrency=args.concurrency, path=args.out,
-                      steps=[int(x) for x in args.steps.split(",")] if args.steps else None)
+                      steps=[int(x) for x in args.steps.split(",")] if args.steps else None,
+                      baseline=read_baselines(args.baseline))
         elif args.command == "heatmaps":
             plot_heatmaps(args.workdir, args.out, points=args.points)
         else:
@@ -309,9 +366,12 @@ def main(argv=None) -> int:
                 parser.error("balance needs exactly one of --engine or --checkpoint")
             values = {}
             for start in args.start:
-                sfens = start_positions(start, args.positions)
-                values[start] = engine_scores(sfens, args.engine) if args.engine else network_values(sfens, args.checkpoint)
+                sfens = start_positions(start, args.positions, args.seed)
+                values[start] = (engine_scores(sfens, args.engine, jobs=args.jobs, reuse=args.reuse_engine) if args.engine
+                                 else network_values(sfens, args.checkpoint))
             table = plot_balance(values, args.out, unit="cp" if args.engine else "value")
+            with open(os.path.splitext(args.out)[0] + ".json", "w", encoding="utf-8") as f:
+                json.dump({"engine": args.engine, "checkpoint": args.checkpoint, "table": table, "values": values}, f)
             print(json.dumps(table, indent=1))
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
