@@ -129,6 +129,7 @@ def _odd_batch():
     return board, hand, jax.jit(jax.vmap(dense.analyze))(board, hand)
 
 
+@pytest.mark.slow  # ~30 s of compiles; every batched test exercises the vmap rule
 def test_custom_vmap__unbatched_and_odd_batches_agree():
     """One position and a batch of 45 (not a multiple of 32)."""
     board, hand, batched = _odd_batch()
@@ -148,6 +149,7 @@ def test_custom_vmap__nested_and_broadcast_batches_agree():
     np.testing.assert_array_equal(shared[0][0], batched[0][0])
 
 
+@pytest.mark.slow  # ~30 s; bench/env_bench.py checks the same
 def test_step__compiles_without_gathers_or_scatters():
     """The batched step plus observation: no data-dependent gathers or scatters in the HLO."""
     rules = env.Rules(history=17)
