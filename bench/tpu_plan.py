@@ -38,7 +38,7 @@ GIB = 2**30
 MIB = 2**20
 HBM_GIB = {"v4": 32, "v5e": 16, "v5litepod": 16, "v5p": 95, "v6e": 32}  # per chip
 COLLECTIVE = re.compile(  # the result shape may be a tuple: XLA combines gradient all-reduces
-    r"=\s*(\([^=]*?\)|\S+?)\s+(all-gather|all-reduce|all-to-all|collective-permute|reduce-scatter)(?:-start)?\("
+    r"=\s*(\(.*?\)|\S+?)\s+(all-gather|all-reduce|all-to-all|collective-permute|reduce-scatter)(?:-start)?\("
 )
 DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "bf16": 2, "f16": 2, "s32": 4, "u32": 4, "f32": 4,
                "s64": 8, "u64": 8, "f64": 8}
@@ -146,7 +146,8 @@ def plan(config, topology: str) -> int:
     for op, size, shape in found:
         by_op.setdefault((op, shape), []).append(size)
     for (op, shape), sizes in sorted(by_op.items(), key=lambda kv: -kv[1][0]):
-        print(f"  {op:18s} x{len(sizes):<3d} {sizes[0] / MIB:10.3f} MiB  {shape}")
+        shown = shape if len(shape) <= 100 else shape[:97] + "..."  # combined all-reduces are long tuples
+        print(f"  {op:18s} x{len(sizes):<3d} {sizes[0] / MIB:10.3f} MiB  {shown}")
     largest = max((size for _, size, _ in found), default=0)
     print(f"largest collective operand: {largest / MIB:.3f} MiB; the iteration "
           f"{'fits' if fits else 'does NOT fit'} {HBM_GIB[kind]} GiB per chip")
