@@ -81,6 +81,7 @@ def _check_random_start_2(n: int, chunk: int):
         assert p > P_MIN, f"RandomStart2's ply {ply + 1} moves are not uniform (p = {p:.2g})"
 
 
+@pytest.mark.slow  # ~25 s; the large-sample version below is slow too
 def test_random_start__yields_the_900_positions_evenly():
     _check_random_start_2(18_000, chunk=3_000)
 
