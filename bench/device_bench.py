@@ -22,7 +22,6 @@ import json
 import os
 import platform
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -47,13 +46,7 @@ QUICK = dict(env_batches=(64,), pgx_batch=64, env_plies=2, selfplay=(8, 4, 4, 2)
              dtype="float32", preset="smoke", train_s=0, match_games=2, match_simulations=4, repeats=1)
 
 
-def _median(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+_median = train_bench._median_seconds  # one timing rule for all benchmarks
 
 
 def _compiled(fn, *args):
