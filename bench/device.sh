@@ -19,4 +19,7 @@ fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 python=python3
 [ -x .venv/bin/python ] && python=.venv/bin/python
+# What ran: the card and the versions the numbers belong to.
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+"$python" -c 'import importlib.metadata as m, sys; print("python", sys.version.split()[0], *(f"{p} {m.version(p)}" for p in ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "chex", "mctx", "pgx", "cshogi")))'
 exec "$python" bench/device_bench.py "$out" "$@"
