@@ -24,6 +24,7 @@ import mctx
 import ml_collections
 from jax import Array
 
+from az import mcts
 from envs import env, mate
 
 Params = dict
@@ -105,7 +106,7 @@ def with_mate_in_one(result: SearchResult, games: env.State, *, num_simulations:
     )
 
 
-def _recurrent_fn(apply_fn: ApplyFn, tree_rules: env.Rules, mate_in_tree: bool) -> mctx.RecurrentFn:
+def make_recurrent_fn(apply_fn: ApplyFn, tree_rules: env.Rules, *, mate_in_tree: bool = False) -> mctx.RecurrentFn:
     """mctx's model step: play the action, evaluate the child with the network.
 
     reward: the mover's reward; discount: -1 between the players, 0 once the game is
@@ -186,7 +187,7 @@ def make_search(
     if (mate_in_one or mate_in_tree) and rules.movegen != "dense":
         raise ValueError(f"mate in one needs the dense move generator, not {rules.movegen!r}")
     tree_rules = dataclasses.replace(rules, history=history_window)
-    recurrent_fn = _recurrent_fn(apply_fn, tree_rules, mate_in_tree)
+    recurrent_fn = make_recurrent_fn(apply_fn, tree_rules, mate_in_tree=mate_in_tree)
     shorten = jax.vmap(lambda s: env.with_history(s, history_window))
 
     def policy_only(logits: Array, value: Array) -> SearchResult:
@@ -222,7 +223,7 @@ def make_search(
             )
         root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=shorten(games))
         if algorithm == "gumbel":
-            out = mctx.gumbel_muzero_policy(
+            out = mcts.gumbel_muzero(
                 params,
                 rng_key,
                 root,
@@ -232,21 +233,13 @@ def make_search(
                 max_num_considered_actions=max_num_considered_actions,
                 gumbel_scale=gumbel_scale,
             )
-        else:
-            out = mctx.muzero_policy(
-                params,
-                rng_key,
-                root,
-                recurrent_fn,
-                num_simulations=num_simulations,
-                invalid_actions=invalid_actions,
-                dirichlet_fraction=0.0,  # the noise is in the root prior already
+        else:  # the noise is in the root prior already; AlphaZero plays the most visited move
+            out = mcts.muzero(
+                params, rng_key, root, recurrent_fn, num_simulations=num_simulations, invalid_actions=invalid_actions
             )
         summary = out.search_tree.summary()
         visits = summary.visit_counts
-        # mctx's PUCT samples its action from the visits; AlphaZero plays the most visited.
-        action = out.action if algorithm == "gumbel" else jnp.argmax(visits, axis=-1)
-        action = action.astype(jnp.int32)
+        action = out.action
         picked = jnp.take_along_axis(summary.qvalues, action[:, None], axis=1)[:, 0]
         visited = jnp.take_along_axis(visits, action[:, None], axis=1)[:, 0] > 0
         return SearchResult(

@@ -8,12 +8,13 @@ Measured, each after its compile, the median of a few timed calls:
     pgx's ``env.step`` at B = 1024 (uniformly random legal moves, 16 plies a call);
   * self-play positions/s at the paper's settings (B = 1024, n = 64, m = 16) with a 6x64
     and a 10x128 bfloat16 network, and each network's forward alone at that batch;
+  * one such search (6x64) with mctx's loop and with ``az.mcts``'s (bench/search_bench.py);
   * learner steps/s of the ``:gpu`` preset (10x128, 1024 positions a step);
   * peak device memory (where the backend reports it) and every compile time;
   * ``train.py --config configs/shogi816k.py:gpu`` for three minutes (stopped by SIGTERM,
     as a preemption would), then 8 games of its last snapshot against ``greedy``.
 Each part runs in its own process (one part's memory or crash cannot spoil the next), in
-the order self-play, env, learner, training, match; the report is rewritten after each, so
+the order self-play, search, env, learner, training, match; the report is rewritten after each, so
 a run cut off keeps what it measured. ``--parts`` picks some. ``--quick`` runs the same at
 CPU sizes in a few minutes (tests/test_bench.py). Parts that would overrun ``--budget-s``
 are skipped and say so; the training run shortens to fit. ``bench/device.sh`` wraps this
@@ -36,8 +37,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FULL = dict(preset="gpu", train_s=180, match_games=8, match_simulations=64)
 QUICK = dict(preset="smoke", train_s=0, match_games=2, match_simulations=4)
-PARTS = ("self-play", "env", "learner", "training", "match")  # the most wanted number first
-NEEDS_S = {"self-play": 150, "env": 60, "learner": 60, "training": 120, "match": 60}  # rough, with compiles
+PARTS = ("self-play", "search", "env", "learner", "training", "match")  # the most wanted number first
+NEEDS_S = {"self-play": 150, "search": 70, "env": 60, "learner": 60, "training": 120, "match": 60}  # with compiles
 
 
 def run_training(p: dict, workdir: str, out: str) -> dict:
@@ -66,11 +67,14 @@ def run_training(p: dict, workdir: str, out: str) -> dict:
         with open(log_path, encoding="utf-8") as f:
             raise RuntimeError(f"train.py exited {proc.returncode} after {len(lines)} iterations: {f.read()[-500:]}")
     shutil.copyfile(os.path.join(workdir, "metrics.jsonl"), os.path.join(out, "train_metrics.jsonl"))
-    timed = lines[1:] or lines  # the first iteration includes the compile
-    return {"what": f"train :{p['preset']}", "seconds": seconds, "iterations": len(lines),
-            "games": lines[-1]["games_finished"], "positions": lines[-1]["positions"],
-            "per_s": sum(r["positions_per_second"] for r in timed) / len(timed), "loss": lines[-1]["loss"],
-            "compile_s": lines[0]["seconds"] - (lines[1]["seconds"] if len(lines) > 1 else 0.0)}
+    row = {"what": f"train :{p['preset']}", "seconds": seconds, "iterations": len(lines),
+           "games": lines[-1]["games_finished"], "positions": lines[-1]["positions"], "loss": lines[-1]["loss"],
+           "first_iteration_s": lines[0]["seconds"],
+           "peak_bytes": lines[-1]["device/peak_gib"] * 2**30 if "device/peak_gib" in lines[-1] else None}
+    if len(lines) > 1:  # the first iteration includes the compile: speed from the others
+        row["per_s"] = sum(r["positions_per_second"] for r in lines[1:]) / (len(lines) - 1)
+        row["compile_s"] = lines[0]["seconds"] - lines[1]["seconds"]
+    return row
 
 
 def run_match(p: dict, workdir: str, match_dir: str, out: str) -> dict:
@@ -102,16 +106,20 @@ def markdown(report: dict) -> str:
         extra = ""
         if "games" in row and "score" in row:
             extra = f"+{row['wins']} ={row['draws']} -{row['losses']} (score {row['score']:.2f})"
+        elif "own_s" in row:
+            extra = f"loop's own {row['own_s'] * 1e3:,.0f} ms a search (model {row['model_s'] * 1e3:,.0f} ms); "
         elif "iterations" in row:
-            extra = f"{row['iterations']} iterations, {row['games']} games in {row['seconds']:.0f} s; "
+            extra = (f"{row['iterations']} iterations, {row['games']} games in {row['seconds']:.0f} s "
+                     f"(the first, with its compile, {row['first_iteration_s']:.0f} s)" + ("; " if "per_s" in row else ""))
         per_s = f"{extra}{row['per_s']:,.1f}" if "per_s" in row else extra
+        compile_s = f"{row['compile_s']:.1f}" if "compile_s" in row else ""
         lines.append(f"| {row['what']} | {row.get('batch', '')} | {per_s} | "
-                     f"{row.get('compile_s', 0):.1f} | {f'{peak / 2**30:.2f} GiB' if peak else 'n/a'} |")
+                     f"{compile_s} | {f'{peak / 2**30:.2f} GiB' if peak else 'n/a'} |")
     return "\n".join(lines) + "\n"
 
 
 def run_part(name: str, p: dict, scratch: str, out: str, seconds: float, quick: bool) -> list[dict]:
-    """One part's rows. The first three run bench/device_parts.py in a process of their own
+    """One part's rows. The first four run bench/device_parts.py in a process of their own
     (JAX takes most of a GPU when it starts, so this process never imports it)."""
     if name == "training":
         return [run_training(dict(p, train_s=seconds if p["train_s"] else 0), os.path.join(scratch, "run"), out)]

@@ -1,6 +1,6 @@
 """The measurements of ``bench/device_bench.py`` that run in-process, one part per process:
 
-    python bench/device_parts.py {self-play,env,learner} ROWS_JSON [--quick]
+    python bench/device_parts.py {self-play,search,env,learner} ROWS_JSON [--quick]
 
 ``device_bench.py`` starts one such process per part, so each has the device to itself
 (JAX takes most of a GPU's memory when it starts); it writes its rows to ROWS_JSON.
@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 import env_bench  # bench/, beside this file
+import search_bench
 import train_bench
 from az import network as network_lib
 from az import search as search_lib
@@ -27,7 +28,7 @@ FULL = dict(env_batches=(1024, 4096, 16384), pgx_batch=1024, env_plies=16, selfp
             nets=((6, 64), (10, 128)), dtype="bfloat16", preset="gpu", repeats=3)
 QUICK = dict(env_batches=(64,), pgx_batch=64, env_plies=2, selfplay=(8, 4, 4, 2), nets=((1, 8), (1, 16)),
              dtype="float32", preset="smoke", repeats=1)
-PARTS = ("self-play", "env", "learner")
+PARTS = ("self-play", "search", "env", "learner")
 
 
 _median = train_bench._median_seconds  # one timing rule for all benchmarks
@@ -91,6 +92,18 @@ def bench_selfplay(p: dict):
                "compile_s": compile_s}
 
 
+def bench_search(p: dict):
+    """One search with mctx's loop and with az.mcts's, the 6x64 network, at the self-play batch."""
+    games, sims, considered, _ = p["selfplay"]
+    blocks, channels = p["nets"][0]
+    r = search_bench.compare(batch=games, simulations=sims, considered=considered, blocks=blocks, channels=channels,
+                             dtype=p["dtype"], repeats=p["repeats"])
+    for name, label in (("mctx_loop", "mctx's loop"), ("az_mcts", "az.mcts")):
+        yield {"what": f"search {blocks}x{channels}, {label}", "batch": games, "simulations": sims,
+               "per_s": games / r[f"{name}_s"], "compile_s": r[f"{name}_compile_s"], "own_s": r[f"{name}_own_s"],
+               "model_s": r["env_s"] + r["network_s"]}
+
+
 def bench_learner(p: dict):
     from configs import shogi816k
 
@@ -124,7 +137,8 @@ def main(argv=None) -> int:
     p = QUICK if args.quick else FULL
     device = jax.devices()[0]
     rows = []
-    for row in {"self-play": bench_selfplay, "env": bench_env, "learner": bench_learner}[args.part](p):
+    parts = {"self-play": bench_selfplay, "search": bench_search, "env": bench_env, "learner": bench_learner}
+    for row in parts[args.part](p):
         row.update(device=device.device_kind, backend=jax.default_backend(), jax=jax.__version__)
         rows.append(row)
         print(json.dumps(row), flush=True)

@@ -108,7 +108,7 @@ def test_device_bench__quick_run_writes_every_row(tmp_path):
     report = json.loads((tmp_path / "device.json").read_text())
     whats = [row["what"] for row in report["rows"]]
     assert not [row for row in report["rows"] if "skipped" in row], report["rows"]
-    for prefix in ("env", "pgx", "self-play", "forward", "learner step", "train", "match vs greedy"):
+    for prefix in ("env", "pgx", "self-play", "forward", "search", "learner step", "train", "match vs greedy"):
         assert any(w.startswith(prefix) for w in whats), (prefix, whats)
     assert all(row["per_s"] > 0 for row in report["rows"] if "per_s" in row)
     assert "| measurement |" in (tmp_path / "device.md").read_text()

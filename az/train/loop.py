@@ -88,6 +88,9 @@ def train(config: ml_collections.ConfigDict, workdir: str, *, max_iterations: in
             metrics["positions_per_second"] = config.selfplay.num_games * config.selfplay.plies_per_iteration / seconds
             # Positions of the games that ended this iteration (each now has a value target).
             metrics["useful_positions_per_second"] = metrics["selfplay/length_sum"] / seconds
+            peak = (jax.local_devices()[0].memory_stats() or {}).get("peak_bytes_in_use")
+            if peak is not None:  # GPUs and TPUs report it; the CPU does not
+                metrics["device/peak_gib"] = peak / 2**30
             if metrics["learned"] and not math.isfinite(metrics["loss"]):
                 raise NonFiniteLoss(
                     f"non-finite loss ({metrics['loss']}) at iteration {step}; "
