@@ -92,8 +92,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
     if preset == "gpu":
         # One GPU runs more games at once than one chip of a pod: 2048 in parallel to keep it
-        # busy. The paper preset's iteration needs 12.4 GiB on one chip (bench/tpu_plan.py);
-        # twice the games in flight needs more, so this preset is for 40-80 GiB GPUs.
+        # busy. Measured on an H100 (README): the whole state plus a learner step 13.6 GiB,
+        # a paper-size search 4.6 GiB per 1024 games; about 25 GiB in all, for 40-80 GiB GPUs.
         c.budget_games = 200_000
         c.selfplay.num_games = 2048
         c.replay.capacity = 2048 * 32 * 16  # the paper's million positions
