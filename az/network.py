@@ -1,8 +1,9 @@
 """AlphaZero-style residual network: policy logits in pgx's action order and a value.
 
 Shapes: B positions; input pgx's 119 observation planes in two parts
-(``envs.env.observe_parts``): the 62 that vary over the board [B, 9, 9, 62] and the 57
-that are constant on it (hands, check) as flags [B, 57]; outputs logits [B, 2187]
+(``envs.env.observe_parts``): the 62 that vary over the board, packed 8 to a byte
+[B, 648] uint8, and the 57 that are constant on it (hands, check) as flags [B, 57];
+outputs logits [B, 2187]
 float32 and value [B] float32 in [-1, 1] from the mover's view. Normalisation is
 LayerNorm over channels, which has no batch statistics, so a sharded batch computes
 exactly what one device would.
@@ -13,6 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
+
+from envs import movegen
 
 NUM_DIRECTIONS = 27  # pgx's action planes
 BOARD_PLANES, FLAGS = 62, 57  # of the 119 observation planes
@@ -27,15 +30,17 @@ class Stem(nn.Module):
     """The first 3x3 convolution ("SAME") over all 119 planes, its kernel [3, 3, 119, C]
     as ``nn.Conv``'s. A plane that holds one value f everywhere contributes f times the
     sum of the taps that fall on the board at each square, so the 57 flags enter as a
-    vector: nothing is broadcast to 9x9, and the convolution reads 62 channels, not 119."""
+    vector: nothing is broadcast to 9x9, and the convolution reads 62 channels, not 119.
+    The 62 arrive packed ([B, 648] uint8) and are unpacked into the convolution's input."""
 
     channels: int
     dtype: jnp.dtype
 
     @nn.compact
-    def __call__(self, planes: Array, flags: Array) -> Array:
+    def __call__(self, board_bytes: Array, flags: Array) -> Array:
         kernel = self.param("kernel", nn.initializers.lecun_normal(), (3, 3, BOARD_PLANES + FLAGS, self.channels))
         kernel = kernel.astype(self.dtype)
+        planes = movegen.unpack_board_planes(board_bytes)  # [B, 9, 9, 62]
         h = jax.lax.conv_general_dilated(
             planes.astype(self.dtype), kernel[:, :, :BOARD_PLANES], (1, 1), "SAME",
             dimension_numbers=("NHWC", "HWIO", "NHWC"),
@@ -68,8 +73,8 @@ class AZNet(nn.Module):
 
     @nn.compact
     def __call__(self, observation: tuple[Array, Array]) -> tuple[Array, Array]:
-        planes, flags = observation  # [B, 9, 9, 62], [B, 57]
-        h = Stem(self.channels, self.dtype, name="Conv_0")(planes, flags)
+        board_bytes, flags = observation  # [B, 648] uint8, [B, 57] bool
+        h = Stem(self.channels, self.dtype, name="Conv_0")(board_bytes, flags)
         h = nn.relu(nn.LayerNorm(dtype=self.dtype)(h))
         for _ in range(self.num_blocks):
             h = ResidualBlock(self.channels, self.dtype)(h)
@@ -101,8 +106,8 @@ def make_network(config) -> AZNet:
 
 
 def example_observation(batch: int = 1) -> tuple[Array, Array]:
-    """Zeros in the network's input form: ([batch, 9, 9, 62] bool, [batch, 57] bool)."""
-    return jnp.zeros((batch, 9, 9, BOARD_PLANES), jnp.bool_), jnp.zeros((batch, FLAGS), jnp.bool_)
+    """Zeros in the network's input form: ([batch, 648] uint8, [batch, 57] bool)."""
+    return jnp.zeros((batch, movegen.BOARD_BYTES), jnp.uint8), jnp.zeros((batch, FLAGS), jnp.bool_)
 
 
 def init_params(network: AZNet, rng_key: Array) -> dict:

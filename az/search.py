@@ -28,7 +28,7 @@ from az import mcts
 from envs import env, mate
 
 Params = dict
-# (params, (board planes [B, 9, 9, 62], flags [B, 57])) -> (logits [B, A], value [B])
+# (params, (board planes packed [B, 648] uint8, flags [B, 57] bool)) -> (logits [B, A], value [B])
 ApplyFn = Callable[[Params, Array], tuple[Array, Array]]
 ALGORITHMS = ("gumbel", "puct")
 

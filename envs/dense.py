@@ -49,6 +49,7 @@ SLIDERS = ((L, R, D), (B, H), (B, H), (R, D), (R, D), (R, D), (B, H), (B, H), ()
 PROMOTABLE = (P, L, N, S, B, R)
 
 ONES = np.uint32(0xFFFFFFFF)
+BOARD_BYTES = 81 * 8  # the observation's 62 board planes packed: 8 bytes a square
 
 
 def _neg(v):
@@ -401,28 +402,58 @@ def checks_batch(board: Array, hand: Array) -> tuple[Array, Array]:
     return unpack(mask.reshape(27 * 81, -1), batch), unpack(checking.reshape(27 * 81, -1), batch)
 
 
-def observe_parts_batch(board: Array, hand: Array) -> tuple[Array, Array]:
-    """[B, 81], [B, 2, 7] -> pgx's observation in two parts: the 62 planes that vary over
-    the board [B, 9, 9, 62] bool, and the 57 that are constant on it (hands, check) as
-    flags [B, 57] bool. The network reads this form (``az.network``)."""
+def _observation_words(board: Array, hand: Array) -> tuple[Array, Array]:
+    """[B, 81], [B, 2, 7] -> (the 62 board planes as words [9, 9, 62, W] in pgx's picture
+    orientation, the 57 flags [B, 57] bool: hands, then in check)."""
     batch = board.shape[0]
     planes, checked = observation_planes(piece_planes(board))
     # pgx's picture orientation (rot90 of the [file, rank] board), done on the packed words.
     planes = jnp.moveaxis(jnp.rot90(planes, k=3, axes=(1, 2)), 0, 2)  # [9, 9, 62, W]
-    board_planes = unpack(planes, batch)  # [B, 9, 9, 62]
     checked = unpack(checked, batch)
     counts = jnp.arange(1, 9)
     hand_planes = []
     for side in (0, 1):  # pgx's order: P (8), L N S G (4 each), B R (2 each)
         for kind, most in ((0, 8), (1, 4), (2, 4), (3, 4), (6, 4), (4, 2), (5, 2)):
             hand_planes.append(hand[:, side, kind, None] >= counts[None, :most])
-    flags = jnp.concatenate(hand_planes + [checked[:, None]], axis=1)  # [B, 57]
-    return board_planes, flags
+    return planes, jnp.concatenate(hand_planes + [checked[:, None]], axis=1)
+
+
+def observe_parts_batch(board: Array, hand: Array) -> tuple[Array, Array]:
+    """[B, 81], [B, 2, 7] -> pgx's observation in the network's form: the 62 planes that
+    vary over the board packed 8 to a byte [B, 648] uint8 (``BOARD_BYTES``: square-major
+    in pgx's 9x9 picture, bit k of a square's byte j is plane 8j + k, planes 62 and 63
+    zero), and the 57 that are constant on it (hands, check) as flags [B, 57] bool.
+
+    Bytes, not [B, 9, 9, 62] bools: on a TPU the small 9, 9 and 62 axes pad to whole
+    tiles, so writing (and later reading) the bools cost more memory traffic than the
+    env step itself; the network's first layer unpacks them (``unpack_board_planes``).
+    """
+    batch = board.shape[0]
+    words, flags = _observation_words(board, hand)
+    words = jnp.pad(words, ((0, 0), (0, 0), (0, 2), (0, 0))).reshape(81, 8, 8, -1)  # [square, byte, bit, W]
+    bits = (words[..., None] >> jnp.arange(32, dtype=jnp.uint32)) & 1  # [81, 8, 8, W, 32]: position 32w + i
+    weights = (jnp.uint32(1) << jnp.arange(8, dtype=jnp.uint32))[None, None, :, None, None]
+    packed = (bits * weights).sum(axis=2, dtype=jnp.uint32).astype(jnp.uint8)  # [81, 8, W, 32]
+    return packed.reshape(BOARD_BYTES, -1)[:, :batch].T, flags
+
+
+def unpack_board_planes(packed: Array) -> Array:
+    """``observe_parts``'s board bytes [..., 648] uint8 -> planes [..., 9, 9, 62] bool."""
+    bits = (packed.reshape(packed.shape[:-1] + (9, 9, 8, 1)) >> jnp.arange(8, dtype=jnp.uint8)) & 1
+    return bits.reshape(packed.shape[:-1] + (9, 9, 64))[..., :62].astype(jnp.bool_)
+
+
+def pack_board_planes(planes: Array) -> Array:
+    """The inverse of ``unpack_board_planes``: [..., 9, 9, 62] bool -> [..., 648] uint8."""
+    bits = jnp.pad(planes, [(0, 0)] * (planes.ndim - 1) + [(0, 2)]).astype(jnp.uint8)
+    bits = bits.reshape(planes.shape[:-3] + (BOARD_BYTES, 8))
+    return (bits << jnp.arange(8, dtype=jnp.uint8)).sum(axis=-1, dtype=jnp.uint8)
 
 
 def observe_batch(board: Array, hand: Array) -> Array:
     """[B, 81], [B, 2, 7] -> pgx's observation [B, 9, 9, 119] bool."""
-    board_planes, flags = observe_parts_batch(board, hand)
+    words, flags = _observation_words(board, hand)
+    board_planes = unpack(words, board.shape[0])  # [B, 9, 9, 62]
     flags = jnp.broadcast_to(flags[:, None, None, :], (board.shape[0], 9, 9, flags.shape[1]))
     return jnp.concatenate([board_planes, flags], axis=-1)
 
@@ -491,7 +522,7 @@ observe = _batched(observe_batch)
 """(board [81], hand [2, 7]) -> observation [9, 9, 119] bool."""
 
 observe_parts = _batched(observe_parts_batch)
-"""(board [81], hand [2, 7]) -> (board planes [9, 9, 62] bool, flags [57] bool)."""
+"""(board [81], hand [2, 7]) -> (board planes packed [648] uint8, flags [57] bool)."""
 
 checks = _batched(checks_batch)
 """(board [81], hand [2, 7]) -> (legal mask [2187] bool, legal checking moves [2187] bool)."""

@@ -31,7 +31,10 @@ NUM_ACTIONS = 27 * 81
 PAWN_DROP = 20  # direction index of a pawn drop
 OBSERVATION_SHAPE = (9, 9, 119)
 BOARD_PLANES = 62  # of the 119: piece and attack planes, which vary over the board
+BOARD_BYTES = dense.BOARD_BYTES  # those planes as the network reads them: 8 bytes a square
 FLAGS = 57  # hands and check: constant over the board
+unpack_board_planes = dense.unpack_board_planes  # [..., 648] uint8 -> [..., 9, 9, 62] bool
+pack_board_planes = dense.pack_board_planes  # and back
 
 
 def legal_action_mask_pgx(x: GameState) -> Array:
@@ -156,10 +159,11 @@ def observe(x: GameState, core: str = "dense") -> Array:
 
 
 def observe_parts(x: GameState, core: str = "dense") -> tuple[Array, Array]:
-    """``observe`` in the network's form: (the 62 planes that vary over the board
-    [9, 9, 62] bool, the 57 constant ones as flags [57] bool)."""
+    """``observe`` in the network's form: (the 62 planes that vary over the board, packed
+    [648] uint8 (``dense.observe_parts_batch`` gives the layout; ``unpack_board_planes``
+    restores them), the 57 constant ones as flags [57] bool)."""
     _core(core)
     if core == "pgx":
         full = pgx_shogi._observe(x, True)
-        return full[..., :BOARD_PLANES], full[0, 0, BOARD_PLANES:]
+        return pack_board_planes(full[..., :BOARD_PLANES]), full[0, 0, BOARD_PLANES:]
     return dense.observe_parts(x.board, x.hand)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from az import network as network_lib
-from envs import env, notation
+from envs import env, movegen, notation
 
 SFENS = (
     notation.STARTPOS_SFEN,
@@ -21,15 +21,18 @@ def test_stem__equals_a_convolution_over_all_119_planes(dtype):
     rules = env.Rules()
     states = [notation.from_sfen(s, rules) for s in SFENS]
     full = jnp.stack([env.observe(s, rules) for s in states])  # [3, 9, 9, 119]
-    planes, flags = jax.tree.map(lambda *a: jnp.stack(a), *[env.observe_parts(s, rules) for s in states])
+    board_bytes, flags = jax.tree.map(lambda *a: jnp.stack(a), *[env.observe_parts(s, rules) for s in states])
+    assert board_bytes.shape == (3, 648) and board_bytes.dtype == jnp.uint8
+    planes = movegen.unpack_board_planes(board_bytes)
     np.testing.assert_array_equal(full[..., :62], planes)
+    np.testing.assert_array_equal(movegen.pack_board_planes(full[..., :62]), board_bytes)
     np.testing.assert_array_equal(full[..., 62:], jnp.broadcast_to(flags[:, None, None], (3, 9, 9, 57)))
     assert flags.any()  # hands and check are in the flags
     stem = network_lib.Stem(channels=16, dtype=dtype)
-    params = stem.init(jax.random.key(0), planes, flags)
+    params = stem.init(jax.random.key(0), board_bytes, flags)
     kernel = params["params"]["kernel"]
     assert kernel.shape == (3, 3, 119, 16)
-    ours = stem.apply(params, planes, flags).astype(jnp.float32)
+    ours = stem.apply(params, board_bytes, flags).astype(jnp.float32)
     reference = jax.lax.conv_general_dilated(full.astype(jnp.float32), kernel, (1, 1), "SAME",
                                              dimension_numbers=("NHWC", "HWIO", "NHWC"))
     tolerance = 1e-5 if dtype == jnp.float32 else 5e-2

@@ -51,8 +51,8 @@ def make_optimizer(config) -> optax.GradientTransformation:
 
 
 def observations(boards: Array, hands: Array, rules: env.Rules) -> Array:
-    """[N, 81] int8, [N, 2, 7] int8 -> the network's input (board planes [N, 9, 9, 62],
-    flags [N, 57]), by the rules' move generator."""
+    """[N, 81] int8, [N, 2, 7] int8 -> the network's input (board planes packed
+    [N, 648] uint8, flags [N, 57]), by the rules' move generator."""
 
     def one(board, hand):
         x = movegen.GameState(board=board.astype(jnp.int32), hand=hand.astype(jnp.int32))
