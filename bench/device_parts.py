@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import env_bench  # bench/, beside this file
 import search_bench
 import train_bench
+from timing import median_seconds
 from az import network as network_lib
 from az import search as search_lib
 from az.network import AZNet
@@ -31,7 +32,6 @@ QUICK = dict(env_batches=(64,), pgx_batch=64, env_plies=2, selfplay=(8, 4, 4, 2)
 PARTS = ("self-play", "search", "env", "learner")
 
 
-_median = train_bench._median_seconds  # one timing rule for all benchmarks
 
 
 def _compiled(fn, *args):
@@ -53,7 +53,7 @@ def bench_env(p: dict):
                              notation.from_sfen(notation.STARTPOS_SFEN, rules))
         key = jax.random.key(batch)
         compile_s = _compiled(run, state, key)
-        seconds = _median(lambda: run(state, key), p["repeats"])
+        seconds = median_seconds(lambda: run(state, key), p["repeats"])
         yield {"what": "env step+mask+obs", "batch": batch, "per_s": batch * p["env_plies"] / seconds,
                "compile_s": compile_s}
     init, run = env_bench.make_pgx_run(p["env_plies"])
@@ -61,7 +61,7 @@ def bench_env(p: dict):
     state = init(jax.random.split(jax.random.key(0), batch))
     key = jax.random.key(1)
     compile_s = _compiled(run, state, key)
-    seconds = _median(lambda: run(state, key), p["repeats"])
+    seconds = median_seconds(lambda: run(state, key), p["repeats"])
     yield {"what": "pgx env.step", "batch": batch, "per_s": batch * p["env_plies"] / seconds, "compile_s": compile_s}
 
 
@@ -79,7 +79,7 @@ def bench_selfplay(p: dict):
         key = jax.random.key(2)
         track = selfplay_lib.init_resign(key, games, threshold=-0.9, no_resign_fraction=0.1)
         compile_s = _compiled(selfplay, params, state, track, key, jnp.int32(0))
-        seconds = _median(lambda: selfplay(params, state, track, key, jnp.int32(0)), p["repeats"])
+        seconds = median_seconds(lambda: selfplay(params, state, track, key, jnp.int32(0)), p["repeats"])
         yield {"what": f"self-play {blocks}x{channels} {p['dtype']}", "batch": games, "simulations": sims,
                "per_s": games * plies / seconds, "compile_s": compile_s, "peak_bytes": peak_memory()}
         # The network alone at the search's batch: a ply makes sims + 1 such calls, so this
@@ -87,7 +87,7 @@ def bench_selfplay(p: dict):
         observation = jax.jit(jax.vmap(lambda s: env.observe_parts(s, rules)))(state)
         forward = jax.jit(net.apply)
         compile_s = _compiled(forward, params, observation)
-        seconds = _median(lambda: forward(params, observation), p["repeats"] + 7)
+        seconds = median_seconds(lambda: forward(params, observation), p["repeats"] + 7)
         yield {"what": f"forward {blocks}x{channels} {p['dtype']}", "batch": games, "per_s": games / seconds,
                "compile_s": compile_s}
 
@@ -123,7 +123,7 @@ def bench_learner(p: dict):
         return step(state.params, state.opt_state, jnp.int32(0), replay, jnp.float32(0.1), key)
 
     compile_s = _compiled(one)
-    seconds = _median(one, p["repeats"] + 2)
+    seconds = median_seconds(one, p["repeats"] + 2)
     yield {"what": f"learner step :{p['preset']}", "batch": config.learner.batch_size, "per_s": 1 / seconds,
            "compile_s": compile_s, "peak_bytes": peak_memory()}
 

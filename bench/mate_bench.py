@@ -11,25 +11,19 @@ about n env steps of the search.
 """
 
 import argparse
-import statistics
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
 
 from env_bench import _random_action  # bench/, beside this file
+from timing import median_seconds
 from envs import env, mate, starts
 
 
-def _median_seconds(fn, args, repeats: int) -> float:
+def _warm_median_seconds(fn, args, repeats: int) -> float:
     jax.block_until_ready(fn(*args))  # compiled and warm
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return median_seconds(lambda: fn(*args), repeats)
 
 
 def positions(batch: int, plies: int, rules: env.Rules):
@@ -63,8 +57,8 @@ def main(argv=None) -> int:
     for batch in batch_sizes:
         games = positions(batch, args.plies, rules)
         actions = jax.vmap(_random_action)(jax.random.split(jax.random.key(2), batch), games.legal_action_mask)
-        step_s = _median_seconds(step, (games, actions), args.repeats)
-        mate_s = _median_seconds(find, (games,), args.repeats)
+        step_s = _warm_median_seconds(step, (games, actions), args.repeats)
+        mate_s = _warm_median_seconds(find, (games,), args.repeats)
         found = int(find(games)[0].sum())
         print(f"batch {batch:5d}: env step {step_s / batch * 1e6:7.2f} us/root, mate in one "
               f"{mate_s / batch * 1e6:7.2f} us/root = {mate_s / step_s:.2f} env steps "

@@ -13,27 +13,19 @@ ours at least 5x less). Exits 1 on a missed target.
 
 import argparse
 import dataclasses
-import statistics
 import time
 
 import jax
 import jax.numpy as jnp
 import mctx
 
+from timing import median_seconds  # bench/, beside this file
 from az import mcts
 from az import network as network_lib
 from az import search as search_lib
 from az.network import AZNet
 from envs import env, starts
 
-
-def _median_seconds(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def compare(*, batch: int, simulations: int, considered: int, blocks: int, channels: int, dtype: str,
@@ -65,14 +57,14 @@ def compare(*, batch: int, simulations: int, considered: int, blocks: int, chann
         compile_start = time.perf_counter()
         jax.block_until_ready(search(params, key, games))
         result[f"{name}_compile_s"] = time.perf_counter() - compile_start
-        result[f"{name}_s"] = _median_seconds(lambda: search(params, key, games), repeats)
+        result[f"{name}_s"] = median_seconds(lambda: search(params, key, games), repeats)
 
     step = jax.jit(jax.vmap(lambda s, a: env.step(s, a, rules)))
     actions = jnp.argmax(games.legal_action_mask, axis=-1).astype(jnp.int32)
     evaluate = jax.jit(lambda p, g: search_lib.evaluate(net.apply, p, g, rules))
     jax.block_until_ready((step(games, actions), evaluate(params, games)))
-    result["env_s"] = _median_seconds(lambda: step(games, actions), repeats + 2) * simulations
-    result["network_s"] = _median_seconds(lambda: evaluate(params, games), repeats + 2) * (simulations + 1)
+    result["env_s"] = median_seconds(lambda: step(games, actions), repeats + 2) * simulations
+    result["network_s"] = median_seconds(lambda: evaluate(params, games), repeats + 2) * (simulations + 1)
     # The loop's own time: what is left after the model. On a CPU the network hides it;
     # on an H100 it was 85% of a ply with mctx's loop.
     for name in ("mctx_loop", "az_mcts"):

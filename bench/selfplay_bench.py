@@ -18,20 +18,13 @@ import jax.numpy as jnp
 import mctx
 import pgx
 
+from timing import median_seconds  # bench/, beside this file
 from az import network as network_lib
 from az import search as search_lib
 from az.network import AZNet
 from az.train import selfplay as selfplay_lib
 from envs import env, starts
 
-
-def _median_seconds(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def reference_loop(net, params, batch: int, simulations: int, considered: int):
@@ -114,8 +107,8 @@ def main(argv=None):
 
     ours_times, ref_times = [], []
     for _ in range(args.repeats):  # interleaved against machine noise
-        ours_times.append(_median_seconds(lambda: selfplay(params, games, track, key, jnp.int32(0)), 1))
-        ref_times.append(_median_seconds(reference_plies, 1))
+        ours_times.append(median_seconds(lambda: selfplay(params, games, track, key, jnp.int32(0)), 1))
+        ref_times.append(median_seconds(reference_plies, 1))
     ours_s, ref_s = statistics.median(ours_times), statistics.median(ref_times)
     ours_pps, ref_pps = b * t / ours_s, b * t / ref_s
 
@@ -123,8 +116,8 @@ def main(argv=None):
     step = jax.jit(jax.vmap(lambda s, a: env.step(s, a, rules)))
     actions = jnp.argmax(games.legal_action_mask, axis=-1)
     evaluate = jax.jit(lambda p, g: search_lib.evaluate(net.apply, p, g, rules))
-    env_s = _median_seconds(lambda: step(games, actions), args.repeats + 2)
-    net_s = _median_seconds(lambda: evaluate(params, games), args.repeats + 2)
+    env_s = median_seconds(lambda: step(games, actions), args.repeats + 2)
+    net_s = median_seconds(lambda: evaluate(params, games), args.repeats + 2)
     per_ply = ours_s / t
     env_share = min(1.0, env_s * (n + 1) / per_ply)
     net_share = min(1.0 - env_share, net_s * (n + 1) / per_ply)

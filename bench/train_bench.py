@@ -22,20 +22,13 @@ import jax
 import jax.numpy as jnp
 from ml_collections import config_flags
 
+from timing import median_seconds  # bench/, beside this file
 from az.train import replay as replay_lib
 from az.train import trainer as trainer_lib
 
 TARGET = 1.2
 DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "shogi816k.py:cpu")
 
-
-def _median_seconds(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def _with_targets(replay: replay_lib.Replay, plies: replay_lib.Plies) -> replay_lib.Replay:
@@ -76,9 +69,9 @@ def main(argv) -> int:
     step = jax.jit(trainer.learner_step)
     progress = jnp.float32(0.1)
     parts = {
-        "self-play": _median_seconds(lambda: selfplay(state.params, games, resign, key, finished), repeats + 1),
-        "add + label": _median_seconds(lambda: add_label(full, plies), repeats + 1),
-        f"learner step x {k}": k * _median_seconds(
+        "self-play": median_seconds(lambda: selfplay(state.params, games, resign, key, finished), repeats + 1),
+        "add + label": median_seconds(lambda: add_label(full, plies), repeats + 1),
+        f"learner step x {k}": k * median_seconds(
             lambda: step(state.params, state.opt_state, jnp.int32(0), labelled, progress, key), repeats + 1),
     }
 
