@@ -137,6 +137,7 @@ def test_pv__starts_with_the_move_and_ends_where_the_game_does(gumbel_search, ga
     np.testing.assert_array_equal(pv[:, 1:], -1)  # the move mates: no reply in the tree
 
 
+@pytest.mark.slow  # its own compile (~40 s); PUCT's loop is checked fast against mctx (tests/test_mcts.py)
 def test_search__puct_returns_a_legal_action_and_weights_on_legal_moves():
     positions = [shogi.from_sfen(s, RULES) for s in (*SFENS, shogi.STARTPOS_SFEN)]
     batch = stack(positions)
@@ -253,6 +254,7 @@ def test_dirichlet_noise__moves_the_prior_as_alphazeros_noise_does(legal_moves):
 
 
 
+@pytest.mark.slow  # compiles the mate check (~40 s); tests/test_mate.py checks the check itself fast
 def test_with_mate_in_one__a_root_with_a_mate_plays_it(gumbel_search, games, host_games):
     with_mate = jax.jit(lambda out, games: search_lib.with_mate_in_one(out, games, num_simulations=N))
     out = gumbel_search(init_params(1), jax.random.key(1), games)
