@@ -76,3 +76,14 @@ def book_file(tmp_path_factory, openings):
 
 def pytest_report_header(config):
     return f"jax {jax.__version__} on {jax.default_backend()}; {os.cpu_count()} CPUs"
+
+
+# The files with the longest single setups, started first: `make test` runs two workers
+# that each take whole files (`--dist loadfile`), and a long file started last (test_usi
+# sorts last by name) would leave one worker alone for minutes at the end.
+HEAVY_FIRST = ("test_usi.py", "test_trainer.py", "test_scaleout.py", "test_search.py", "test_mate.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(HEAVY_FIRST)))  # stable: file order kept otherwise
