@@ -164,6 +164,7 @@ def test_make_search__rejects_an_unknown_algorithm():
         search_lib.make_search(NET.apply, RULES, algorithm="alphabeta", num_simulations=4)
 
 
+@pytest.mark.slow  # a compile of its own (~20 s); no preset searches with 0 simulations
 def test_search__zero_simulations_plays_the_priors_best_legal_move(games):
     params = init_params(0)
     out = jax.jit(search_lib.make_search(NET.apply, RULES, num_simulations=0))(params, jax.random.key(0), games)
@@ -232,8 +233,8 @@ _noisy_priors = jax.jit(lambda key, logits, legal: jax.vmap(
 )(jax.random.split(key, NOISE_SAMPLES)))
 
 
-@pytest.mark.parametrize("legal_moves", [pytest.param(21, marks=pytest.mark.slow), 78,
-                                         pytest.param(152, marks=pytest.mark.slow)])
+@pytest.mark.slow  # 4,000 noise samples a position (~35 s each on a 2-core CPU)
+@pytest.mark.parametrize("legal_moves", [21, 78, 152])
 def test_dirichlet_noise__moves_the_prior_as_alphazeros_noise_does(legal_moves):
     """Mean total variation between noisy and clean root priors, against numpy's own
     Dirichlet over the legal moves; illegal actions get no mass."""
