@@ -11,7 +11,8 @@ this one (with a network that costs nothing). Here a level is one scatter of B v
 
 Everything else follows mctx step for step, with the same random keys, so the trees
 and the policies are those of ``mctx.gumbel_muzero_policy`` and ``mctx.muzero_policy``
-(tests/test_mcts.py compares them).
+(tests/test_mcts.py compares them). ``az.search`` runs PUCT here; Gumbel MuZero runs on
+``az.gumbel_tree``'s compact tree, and ``gumbel_muzero`` here is its reference.
 
 Shapes: B roots, A actions, N = num_simulations + 1 nodes (node i is expanded by
 simulation i; node 0 is the root).
@@ -108,7 +109,7 @@ def gumbel_muzero(
     return mctx.PolicyOutput(action=action, action_weights=weights, search_tree=tree)
 
 
-def muzero(
+def puct(
     params: Any,
     rng_key: Array,
     root: mctx.RootFnOutput,

@@ -8,6 +8,10 @@ ran.
 Shapes: B games, A = 2187 actions, L = ``pv_length``. Values are from the side to
 move's view, in [-1, 1].
 
+Gumbel MuZero runs on ``az.gumbel_tree``'s compact tree (K children per node, exact
+for Gumbel's selection rules); PUCT on ``az.mcts``'s full [B, N, A] tree, since its
+tie-breaking noise can send a visit to any action.
+
 The tree's embedding is the game ``State`` with its repetition history cut to a short
 window (``history_window`` plies), so a node holds the board, hands, legal mask and a
 few hashes, never an observation; observations are computed only to evaluate the
@@ -24,7 +28,8 @@ import mctx
 import ml_collections
 from jax import Array
 
-from az import mcts
+from az import gumbel_tree, mcts
+from az import network as network_lib
 from envs import env, mate
 
 Params = dict
@@ -58,6 +63,31 @@ def rules_from_config(config: ml_collections.ConfigDict) -> env.Rules:
         history=config.env.max_length + 1,
         movegen=config.env.movegen,
     )
+
+
+def search_from_config(config: ml_collections.ConfigDict, *, rules: env.Rules | None = None, **overrides):
+    """``make_search`` for a run: its network, its rules (or ``rules``) and its
+    ``config.search``; ``overrides`` replace any of ``make_search``'s settings (e.g.
+    ``num_simulations``, ``gumbel_scale=0.0`` to play)."""
+    s = config.search
+    settings = dict(
+        algorithm=s.algorithm,
+        num_simulations=s.num_simulations,
+        max_num_considered_actions=s.max_num_considered_actions,
+        gumbel_scale=s.gumbel_scale,
+        dirichlet_alpha=s.dirichlet_alpha,
+        dirichlet_fraction=s.dirichlet_fraction,
+        history_window=s.history_window,
+        mate_in_one=s.mate_in_one,
+        mate_in_tree=s.mate_in_tree,
+        pv_length=1,
+    )
+    unknown = sorted(set(overrides) - set(settings))
+    if unknown:
+        raise TypeError(f"search_from_config: unknown settings {unknown}")
+    settings.update(overrides)
+    rules = rules_from_config(config) if rules is None else rules
+    return make_search(network_lib.make_network(config).apply, rules, **settings)
 
 
 def mask_logits(logits: Array, legal: Array) -> Array:
@@ -137,7 +167,8 @@ def make_recurrent_fn(apply_fn: ApplyFn, tree_rules: env.Rules, *, mate_in_tree:
 
 
 def _principal_variation(tree: mctx.Tree, action: Array, length: int) -> Array:
-    """[B, length]: ``action``, then the most visited child at each node; -1 once a
+    """The full tree's (``gumbel_tree.principal_variation`` reads the compact one).
+    [B, length]: ``action``, then the most visited child at each node; -1 once a
     node is unexpanded or its game has ended."""
     batch = jnp.arange(action.shape[0])
     actions = [action]
@@ -223,7 +254,7 @@ def make_search(
             )
         root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=shorten(games))
         if algorithm == "gumbel":
-            out = mcts.gumbel_muzero(
+            out = gumbel_tree.gumbel_muzero(
                 params,
                 rng_key,
                 root,
@@ -233,11 +264,14 @@ def make_search(
                 max_num_considered_actions=max_num_considered_actions,
                 gumbel_scale=gumbel_scale,
             )
+            summary = gumbel_tree.summarize(out.search_tree)
+            pv = gumbel_tree.principal_variation(out.search_tree, out.action, pv_length)
         else:  # the noise is in the root prior already; AlphaZero plays the most visited move
-            out = mcts.muzero(
+            out = mcts.puct(
                 params, rng_key, root, recurrent_fn, num_simulations=num_simulations, invalid_actions=invalid_actions
             )
-        summary = out.search_tree.summary()
+            summary = out.search_tree.summary()
+            pv = _principal_variation(out.search_tree, out.action, pv_length)
         visits = summary.visit_counts
         action = out.action
         picked = jnp.take_along_axis(summary.qvalues, action[:, None], axis=1)[:, 0]
@@ -250,7 +284,7 @@ def make_search(
             chosen_q=jnp.where(visited, picked, summary.value),
             root_value=value,
             search_value=summary.value,
-            pv=_principal_variation(out.search_tree, action, pv_length),
+            pv=pv,
             noise_tv=noise_tv,
             mate=jnp.zeros_like(noise_tv, dtype=jnp.bool_),
         )

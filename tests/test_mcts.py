@@ -56,7 +56,7 @@ POLICIES = {
                                                              invalid_actions=invalid, max_num_considered_actions=4),
     ),
     "puct": (
-        lambda key, root, invalid: mcts.muzero(PARAMS, key, root, recurrent_fn, num_simulations=N,
+        lambda key, root, invalid: mcts.puct(PARAMS, key, root, recurrent_fn, num_simulations=N,
                                                invalid_actions=invalid),
         lambda key, root, invalid: mctx.muzero_policy(PARAMS, key, root, recurrent_fn, num_simulations=N,
                                                       invalid_actions=invalid, dirichlet_fraction=0.0),

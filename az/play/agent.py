@@ -69,16 +69,15 @@ class Agent:
         return {key[1] for key in list(_COMPILED) if (key[0], *key[2:]) == shape}
 
     def _compile(self, num_simulations: int, batch: int, history: int, max_length: int, pv_length: int):
-        search = search_lib.make_search(
-            self.network.apply,
-            dataclasses.replace(self.rules, max_length=max_length),
+        search = search_lib.search_from_config(  # Gumbel without noise, whatever the run trained with
+            self.config,
+            rules=dataclasses.replace(self.rules, max_length=max_length),
             algorithm="gumbel",
             num_simulations=num_simulations,
-            max_num_considered_actions=self.config.search.max_num_considered_actions,
             gumbel_scale=0.0,
-            history_window=self.config.search.history_window,
             pv_length=pv_length,
             mate_in_one=self.rules.movegen == "dense",  # a mate in one is played without a search
+            mate_in_tree=False,
         )
         games = jax.eval_shape(lambda: stack_states([example_state(history)] * batch))
         key = jax.eval_shape(lambda: jax.random.PRNGKey(0))

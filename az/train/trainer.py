@@ -63,19 +63,7 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
     net = network_lib.make_network(config)
     apply_fn = net.apply
     def make_search(num_simulations: int):
-        return search_lib.make_search(
-            apply_fn,
-            rules,
-            algorithm=config.search.algorithm,
-            num_simulations=num_simulations,
-            max_num_considered_actions=config.search.max_num_considered_actions,
-            gumbel_scale=config.search.gumbel_scale,
-            dirichlet_alpha=config.search.dirichlet_alpha,
-            dirichlet_fraction=config.search.dirichlet_fraction,
-            history_window=config.search.history_window,
-            mate_in_one=config.search.mate_in_one,
-            mate_in_tree=config.search.mate_in_tree,
-        )
+        return search_lib.search_from_config(config, rules=rules, num_simulations=num_simulations)
 
     num_games = config.selfplay.num_games
     num_plies = config.selfplay.plies_per_iteration
