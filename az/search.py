@@ -13,9 +13,9 @@ for Gumbel's selection rules); PUCT on ``az.mcts``'s full [B, N, A] tree, since 
 tie-breaking noise can send a visit to any action.
 
 The tree's embedding is the game ``State`` with its repetition history cut to a short
-window (``history_window`` plies), so a node holds the board, hands, legal mask and a
-few hashes, never an observation; observations are computed only to evaluate the
-network.
+window (``history_window`` plies) and its legal mask packed to bits (``tree_embedding``),
+so a node holds the board, hands and a few hashes in 873 bytes, never an observation;
+observations are computed only to evaluate the network.
 """
 
 import dataclasses
@@ -136,8 +136,25 @@ def with_mate_in_one(result: SearchResult, games: env.State, *, num_simulations:
     )
 
 
+def tree_embedding(games: env.State, history_window: int) -> env.State:
+    """What a search tree stores of ``games`` [B]: a ``history_window``-ply repetition
+    history, and the legal mask packed 8 actions to a byte ([B, 274] uint8; the
+    next step recomputes it, so only a finished game's copy is ever unpacked)."""
+    return _packed(jax.vmap(lambda s: env.with_history(s, history_window))(games))
+
+
+def _packed(games: env.State) -> env.State:
+    return games._replace(x=games.x._replace(legal_action_mask=jnp.packbits(games.x.legal_action_mask, axis=-1)))
+
+
+def _from_tree_embedding(games: env.State) -> env.State:
+    mask = jnp.unpackbits(games.x.legal_action_mask, axis=-1, count=env.NUM_ACTIONS).astype(jnp.bool_)
+    return games._replace(x=games.x._replace(legal_action_mask=mask))
+
+
 def make_recurrent_fn(apply_fn: ApplyFn, tree_rules: env.Rules, *, mate_in_tree: bool = False) -> mctx.RecurrentFn:
-    """mctx's model step: play the action, evaluate the child with the network.
+    """mctx's model step: play the action, evaluate the child with the network. The
+    embeddings it takes and returns are ``tree_embedding``s.
 
     reward: the mover's reward; discount: -1 between the players, 0 once the game is
     over, when the value is 0 too. Priors are masked at every node (mctx masks only
@@ -149,7 +166,7 @@ def make_recurrent_fn(apply_fn: ApplyFn, tree_rules: env.Rules, *, mate_in_tree:
     def recurrent_fn(params, rng_key, action, games):
         del rng_key
         mover = games.current_player
-        children = step(games, action)
+        children = step(_from_tree_embedding(games), action)
         logits, value = evaluate(apply_fn, params, children, tree_rules)
         if mate_in_tree:
             value = jnp.where(mate.mate_in_one(children)[0], 1.0, value)
@@ -161,7 +178,7 @@ def make_recurrent_fn(apply_fn: ApplyFn, tree_rules: env.Rules, *, mate_in_tree:
             prior_logits=logits,
             value=jnp.where(done, 0.0, value),
         )
-        return output, children
+        return output, _packed(children)  # the history is the tree's window already
 
     return recurrent_fn
 
@@ -199,6 +216,7 @@ def make_search(
     pv_length: int = 1,
     mate_in_one: bool = False,
     mate_in_tree: bool = False,
+    full_tree: bool = False,
 ) -> Callable[[Params, Array, env.State], SearchResult]:
     """``search(params, rng_key, games [B]) -> SearchResult``.
 
@@ -209,7 +227,8 @@ def make_search(
     plies; every other rule is ``rules``'s. ``mate_in_one``: a root with a mate in one
     plays it (``with_mate_in_one``); ``mate_in_tree``: the tree scores a node whose side
     to move has a mate in one as won (a mate search per simulation). Both need the dense
-    move generator.
+    move generator. ``full_tree``: Gumbel on ``az.mcts``'s [B, N, A] tree, the reference
+    that tests and benchmarks hold the compact tree against (the same search).
     """
     if algorithm not in ALGORITHMS:
         raise ValueError(f"search.algorithm must be 'gumbel' or 'puct', got {algorithm!r}")
@@ -219,7 +238,6 @@ def make_search(
         raise ValueError(f"mate in one needs the dense move generator, not {rules.movegen!r}")
     tree_rules = dataclasses.replace(rules, history=history_window)
     recurrent_fn = make_recurrent_fn(apply_fn, tree_rules, mate_in_tree=mate_in_tree)
-    shorten = jax.vmap(lambda s: env.with_history(s, history_window))
 
     def policy_only(logits: Array, value: Array) -> SearchResult:
         action = jnp.argmax(logits, axis=-1).astype(jnp.int32)
@@ -252,24 +270,20 @@ def make_search(
             logits, noise_tv = with_dirichlet_noise(
                 k_noise, logits, games.legal_action_mask, alpha=dirichlet_alpha, fraction=dirichlet_fraction
             )
-        root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=shorten(games))
+        root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=tree_embedding(games, history_window))
+        compact = algorithm == "gumbel" and not full_tree
         if algorithm == "gumbel":
-            out = gumbel_tree.gumbel_muzero(
-                params,
-                rng_key,
-                root,
-                recurrent_fn,
-                num_simulations=num_simulations,
-                invalid_actions=invalid_actions,
-                max_num_considered_actions=max_num_considered_actions,
-                gumbel_scale=gumbel_scale,
-            )
+            policy = gumbel_tree.gumbel_muzero if compact else mcts.gumbel_muzero
+            out = policy(params, rng_key, root, recurrent_fn, num_simulations=num_simulations,
+                         invalid_actions=invalid_actions, max_num_considered_actions=max_num_considered_actions,
+                         gumbel_scale=gumbel_scale)
+        else:  # the noise is in the root prior already; AlphaZero plays the most visited move
+            out = mcts.puct(params, rng_key, root, recurrent_fn, num_simulations=num_simulations,
+                            invalid_actions=invalid_actions)
+        if compact:
             summary = gumbel_tree.summarize(out.search_tree)
             pv = gumbel_tree.principal_variation(out.search_tree, out.action, pv_length)
-        else:  # the noise is in the root prior already; AlphaZero plays the most visited move
-            out = mcts.puct(
-                params, rng_key, root, recurrent_fn, num_simulations=num_simulations, invalid_actions=invalid_actions
-            )
+        else:
             summary = out.search_tree.summary()
             pv = _principal_variation(out.search_tree, out.action, pv_length)
         visits = summary.visit_counts

@@ -1,11 +1,13 @@
-"""``az.mcts``: the same trees and policies as mctx's own loop, without its per-level
-copies of the [B, N, A] arrays.
+"""``az.mcts`` and ``az.gumbel_tree``: the same trees and policies as mctx's own loop,
+without its per-level copies of the [B, N, A] arrays (az.mcts) or without [B, N, A]
+arrays at all (az.gumbel_tree, K children per node).
 
 The model is synthetic and cheap to compile: a node's embedding is a random key, each
 action's child draws its prior, value, reward and whether the game ended from it, so
 trees are irregular (terminal nodes, revisits, roots with invalid actions).
 """
 
+import functools
 import re
 
 import jax
@@ -14,12 +16,12 @@ import mctx
 import numpy as np
 import pytest
 
-from az import mcts
+from az import gumbel_tree, mcts
 
 B, A, N = 8, 12, 24  # roots, actions, simulations
 
 
-def recurrent_fn(params, rng_key, action, embedding):
+def recurrent_fn(params, rng_key, action, embedding, num_actions=A):
     del rng_key
     child = jax.vmap(jax.random.fold_in)(embedding, action)
     logits_key, value_key, reward_key, end_key = (jax.vmap(jax.random.split, in_axes=(0, None))(child, 4)[:, i]
@@ -30,17 +32,18 @@ def recurrent_fn(params, rng_key, action, embedding):
     output = mctx.RecurrentFnOutput(
         reward=reward,
         discount=jnp.where(ended, 0.0, -1.0),
-        prior_logits=params * jax.vmap(lambda k: jax.random.normal(k, (A,)))(logits_key),
+        prior_logits=params * jax.vmap(lambda k: jax.random.normal(k, (num_actions,)))(logits_key),
         value=jnp.where(ended, 0.0, value),
     )
     return output, child
 
 
-def make_root():
+def make_root(num_actions=A):
     keys = jax.random.split(jax.random.key(5), 3)
-    invalid = jax.random.bernoulli(keys[0], 0.3, (B, A)).at[:, 0].set(False)
+    invalid = jax.random.bernoulli(keys[0], 0.3, (B, num_actions)).at[:, 0].set(False)
+    invalid = invalid.at[1, 2:].set(True)  # a root with two legal moves: fewer than m considered
     root = mctx.RootFnOutput(
-        prior_logits=jax.random.normal(keys[1], (B, A)),
+        prior_logits=jax.random.normal(keys[1], (B, num_actions)),
         value=jax.random.uniform(keys[2], (B,), minval=-1.0, maxval=1.0),
         embedding=jax.random.split(jax.random.key(9), B),
     )
@@ -110,3 +113,93 @@ def test_mcts__loop_copies_no_tree_sized_array(compiled):
     del name
     assert loop_copies_of_edge_arrays(ours) == 0
     assert loop_copies_of_edge_arrays(theirs) >= 2  # the check can fail: it sees mctx's copies
+
+
+# The compact tree ----------------------------------------------------------------
+
+WIDE = 64  # actions of the model for the compact tree: K = N_WIDE - 1 = 15 < WIDE slots
+N_WIDE, M_WIDE = 16, 4
+
+
+@pytest.fixture(scope="module")
+def compact_and_mctx():
+    """(compact, mctx) Gumbel searches compiled for (A = 12: K = A) and (A = 64: K < A)."""
+    compiled = {}
+    for num_actions, sims, considered in ((A, N, 4), (WIDE, N_WIDE, M_WIDE)):
+        model = functools.partial(recurrent_fn, num_actions=num_actions)
+        kw = dict(num_simulations=sims, max_num_considered_actions=considered)
+        root, invalid = make_root(num_actions)
+        fns = (lambda k, r, i: gumbel_tree.gumbel_muzero(PARAMS, k, r, model, invalid_actions=i, **kw),
+               lambda k, r, i: mctx.gumbel_muzero_policy(PARAMS, k, r, model, invalid_actions=i, **kw))
+        compiled[num_actions] = [jax.jit(fn).lower(jax.random.key(0), root, invalid).compile() for fn in fns]
+    return compiled
+
+
+@pytest.mark.parametrize("num_actions", [A, WIDE])
+def test_gumbel_tree__same_search_as_mctx(compact_and_mctx, num_actions):
+    ours, theirs = compact_and_mctx[num_actions]
+    root, invalid = make_root(num_actions)
+    sims = N if num_actions == A else N_WIDE
+    for seed in range(3):
+        key = jax.random.key(seed)
+        got, expected = ours(key, root, invalid), theirs(key, root, invalid)
+        tree, tree_expected = got.search_tree, expected.search_tree
+        assert tree.num_slots == min(num_actions, sims - 1)
+        summary, summary_expected = gumbel_tree.summarize(tree), tree_expected.summary()
+        np.testing.assert_array_equal(got.action, expected.action)
+        np.testing.assert_array_equal(summary.visit_counts, summary_expected.visit_counts)
+        # The improved policy's sums run over K slots instead of A actions: float rounding.
+        np.testing.assert_allclose(got.action_weights, expected.action_weights, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(summary.qvalues, summary_expected.qvalues, rtol=1e-6, atol=1e-6)
+        for field in ("node_visits", "parents"):
+            np.testing.assert_array_equal(getattr(tree, field), getattr(tree_expected, field), err_msg=field)
+        for field in ("node_values", "raw_values"):
+            np.testing.assert_allclose(getattr(tree, field), getattr(tree_expected, field), rtol=1e-6, atol=1e-6,
+                                       err_msg=field)
+        # Every expanded child sits in its parent's slot for its action.
+        nodes = np.flatnonzero(np.asarray(tree_expected.parents[0]) >= 0)
+        for node in nodes:
+            parent, action = int(tree_expected.parents[0, node]), int(tree_expected.action_from_parent[0, node])
+            slot = np.flatnonzero(np.asarray(tree.children_index[0, parent]) == node)
+            assert slot.size == 1 and int(tree.children_actions[0, parent, slot[0]]) == action
+    visits = np.asarray(summary.visit_counts)
+    assert visits[1].max() > sims // 4, "the two-move root sends many visits to one child"
+    assert np.asarray(tree.children_index >= 0).sum(axis=-1).max() >= 3, "some node has several children"
+
+
+def test_gumbel_tree__slots_cover_the_most_visited_node():
+    """K = min(A, max(m, n - 1)): a root with one legal move sends all n simulations to
+    one child, whose n - 1 can all go to different actions."""
+    assert gumbel_tree.num_slots(2187, 64, 16) == 63
+    assert gumbel_tree.num_slots(2187, 8, 16) == 16
+    assert gumbel_tree.num_slots(12, 24, 4) == 12
+
+
+def test_gumbel_tree__backward_is_the_sequential_backup():
+    """The associative scan over a path gives what a walk from the leaf to the root
+    gives, with rewards and discounts that are not ±1 or 0."""
+    rng = np.random.default_rng(0)
+    batch, nodes, width = 4, 9, 9
+    depth = np.array([1, 3, 5, 8])
+    path = np.zeros((batch, width), np.int32)
+    for b in range(batch):
+        path[b, 1: depth[b] + 1] = rng.permutation(np.arange(1, nodes))[: depth[b]]
+    values, visits = rng.normal(size=(batch, nodes)).astype(np.float32), rng.integers(1, 5, (batch, nodes))
+    rewards, discounts = rng.normal(size=(batch, nodes)).astype(np.float32), rng.normal(size=(batch, nodes))
+    tree = gumbel_tree.CompactTree(
+        node_visits=jnp.asarray(visits, jnp.int32), raw_values=jnp.asarray(values), node_values=jnp.asarray(values),
+        parents=None, rewards=jnp.asarray(rewards), discounts=jnp.asarray(discounts, jnp.float32), other_prior=None,
+        children_index=None, children_actions=None, children_priors=None, root_scores=None, root_valid=None,
+        root_invalid_actions=None, embeddings=None)
+    got = gumbel_tree._backward(tree, jnp.asarray(path), jnp.asarray(depth, jnp.int32))
+    expected_values, expected_visits = values.astype(np.float64), visits.copy()
+    for b in range(batch):
+        g = values[b, path[b, depth[b]]]
+        for j in range(depth[b] - 1, -1, -1):
+            below, node = path[b, j + 1], path[b, j]
+            g = rewards[b, below] + discounts[b, below] * g
+            expected_values[b, node] = (values[b, node] * visits[b, node] + g) / (visits[b, node] + 1)
+            expected_visits[b, node] += 1
+    np.testing.assert_array_equal(got.node_visits, expected_visits)
+    np.testing.assert_allclose(got.node_values, expected_values, rtol=1e-5, atol=1e-5)
+    assert (np.asarray(got.node_values) != values).sum() == depth.sum()  # the leaf and other nodes unchanged

@@ -210,6 +210,37 @@ def test_search__fixed_seed_gives_the_golden_result(gumbel_search):
             np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5, err_msg=key)
 
 
+# The compact tree against the full one, on positions from games ---------------------
+
+# Positions from seeded random games (cshogi): 143-221 legal moves, 105-178 of them drops.
+WIDE_SFENS = (
+    "1n2k1bn1/1g5gl/1ppr2spp/6p2/P3p3P/2P6/1PGPPPP2/3SGR1S1/1+lS2K1NL w L2Pbn2p 52",
+    "ln4sn1/3g2k1l/2p2p1pp/pp1p5/9/2P3P2/PP1PGPN1P/R6R1/LNSGK1G1L b BS3Pbsp 45",
+    "ln2k1snl/L1s3gb1/2p3p1p/5g3/1p1pp1Pp1/2P6/3PP2PP/6GRL/2BK1PSN1 b RGNPs3p 53",
+    "ln1g1g3/2rsk2+L1/p1p1p2p1/l2p1R3/N8/1p1P5/P1PKPP3/LB7/1NSG2SN1 b BGS3P4p 43",
+)
+
+
+@pytest.mark.slow  # two compiles of a real search (~2 minutes on a 2-core CPU)
+def test_gumbel_tree__same_search_as_the_full_tree_on_positions_with_drops():
+    for sfen in WIDE_SFENS:
+        board = cshogi.Board(sfen)
+        assert len(list(board.legal_moves)) > 100
+        assert any(cshogi.move_is_drop(m) for m in board.legal_moves)
+    games = stack([shogi.from_sfen(s, RULES) for s in (shogi.STARTPOS_SFEN, *WIDE_SFENS)])
+    compact, full = (jax.jit(search_lib.make_search(NET.apply, RULES, num_simulations=48, max_num_considered_actions=8,
+                                                    pv_length=4, full_tree=full_tree)) for full_tree in (False, True))
+    for seed in range(2):
+        params, key = init_params(seed), jax.random.key(seed)
+        got, expected = compact(params, key, games), full(params, key, games)
+        for field in ("action", "visit_counts", "pv"):
+            np.testing.assert_array_equal(getattr(got, field), getattr(expected, field), err_msg=field)
+        # Sums over the visited children run over K slots instead of A actions: rounding.
+        for field in ("policy", "q", "chosen_q", "search_value"):
+            np.testing.assert_allclose(getattr(got, field), getattr(expected, field), rtol=1e-5, atol=1e-6,
+                                       err_msg=field)
+        assert (np.asarray(got.pv)[:, 2] >= 0).any(), "the trees are deep enough for a PV of 3"
+
 if __name__ == "__main__":
     GOLDEN.parent.mkdir(exist_ok=True)
     GOLDEN.write_text(json.dumps(golden_result(jax.jit(make_gumbel_search())), indent=1) + "\n")
