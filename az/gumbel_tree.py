@@ -53,8 +53,8 @@ class CompactTree(NamedTuple):
     rewards: Array  # [B, N], reward of the transition into the node (the parent's mover's view)
     discounts: Array  # [B, N], discount of that transition
     other_prior: Array  # [B, N], prior probability of the actions outside the node's slots
-    children_index: Array  # [B, N, K] int32, the child node of each slot or UNVISITED
-    children_actions: Array  # [B, N, K] int32, the action of each slot
+    children_index: Array  # [B, N, K] int16 (int32 past 32,767 nodes), the child of each slot or UNVISITED
+    children_actions: Array  # [B, N, K] int16, the action of each slot
     children_priors: Array  # [B, N, K], softmax of the node's prior logits over A, at the slot's action
     root_scores: Array  # [B, M], gumbel + logit of each root slot (the sequential-halving score less Q)
     root_valid: Array  # [B, M] bool, the root slot holds a valid action
@@ -107,7 +107,7 @@ def gumbel_muzero(
         rng_key, _, expand_key = jax.random.split(rng_key, 3)  # az.mcts's split: descent, expansion
         slot = _select_root(tree, considered[:, index])
         path, depth, parent, slot = _descend(tree, slot, max_depth=num_simulations)
-        child = tree.children_index[rows, parent, slot]
+        child = tree.children_index[rows, parent, slot].astype(jnp.int32)
         child = jnp.where(child == UNVISITED, index + 1, child)  # a new node, or a revisit at max depth
         tree = _expand(params, expand_key, tree, recurrent_fn, parent, slot, child)
         return rng_key, _backward(tree, path.at[rows, depth].set(child), depth)
@@ -152,7 +152,7 @@ def principal_variation(tree: CompactTree, action: Array, length: int) -> Array:
     rows = jnp.arange(action.shape[0])
     num_actions = tree.root_invalid_actions.shape[-1]
     at_root = tree.children_actions[:, 0] == action[:, None]
-    child = jnp.max(jnp.where(at_root, tree.children_index[:, 0], UNVISITED), axis=-1)
+    child = jnp.max(jnp.where(at_root, tree.children_index[:, 0], UNVISITED), axis=-1).astype(jnp.int32)
     actions = [action]
     for _ in range(length - 1):
         ok = (child >= 0) & ~tree.embeddings.done[rows, jnp.maximum(child, 0)]
@@ -161,8 +161,8 @@ def principal_variation(tree: CompactTree, action: Array, length: int) -> Array:
         top = visits == jnp.max(visits, axis=-1, keepdims=True)
         best = jnp.argmin(jnp.where(top, tree.children_actions[rows, node], num_actions), axis=-1)
         ok &= visits[rows, best] > 0
-        actions.append(jnp.where(ok, tree.children_actions[rows, node, best], -1))
-        child = jnp.where(ok, tree.children_index[rows, node, best], -1)
+        actions.append(jnp.where(ok, tree.children_actions[rows, node, best], -1).astype(action.dtype))
+        child = jnp.where(ok, tree.children_index[rows, node, best], -1).astype(jnp.int32)
     return jnp.stack(actions, axis=1)
 
 
@@ -183,7 +183,7 @@ def _children(tree: CompactTree, node: Array) -> tuple[Array, Array]:
     """Visits [B, K] int32 and Q [B, K] (reward + discount x value; 0 where
     unvisited) of the slots of ``node`` [B]."""
     rows = jnp.arange(node.shape[0])
-    index = tree.children_index[rows, node]
+    index = tree.children_index[rows, node].astype(jnp.int32)
     expanded = index != UNVISITED
     child = (rows[:, None], jnp.maximum(index, 0))
     visits = jnp.where(expanded, tree.node_visits[child], 0)
@@ -277,7 +277,8 @@ def _descend(tree: CompactTree, root_slot: Array, *, max_depth: int) -> tuple[Ar
         return (tree.children_index[rows, walk.parent, walk.slot] != UNVISITED) & (walk.depth < max_depth)
 
     def level(walk: _Descent) -> _Descent:
-        node = jnp.where(walk.going_on, tree.children_index[rows, walk.parent, walk.slot], walk.parent)
+        node = jnp.where(walk.going_on, tree.children_index[rows, walk.parent, walk.slot].astype(jnp.int32),
+                         walk.parent)
         slot = jnp.where(walk.going_on, _select_interior(tree, node), walk.slot)
         path = walk.path.at[rows, jnp.where(walk.going_on, walk.depth, max_depth + 1)].set(node, mode="drop")
         depth = walk.depth + walk.going_on
@@ -310,7 +311,7 @@ def _write_node(tree: CompactTree, node: Array, actions: Array, prior_logits: Ar
         node_values=tree.node_values.at[rows, node].set(value),
         node_visits=tree.node_visits.at[rows, node].add(1),
         other_prior=tree.other_prior.at[rows, node].set(other),
-        children_actions=tree.children_actions.at[rows, node].set(actions),
+        children_actions=tree.children_actions.at[rows, node].set(actions.astype(tree.children_actions.dtype)),
         children_priors=tree.children_priors.at[rows, node].set(slot_priors),
         embeddings=jax.tree.map(lambda all_, one: all_.at[rows, node].set(one), tree.embeddings, embedding),
     )
@@ -326,11 +327,12 @@ def _expand(params, rng_key, tree: CompactTree, recurrent_fn, parent: Array, slo
     """Evaluate ``slot`` [B] of ``parent`` [B] with the model and store it as node ``child`` [B]."""
     rows = jnp.arange(parent.shape[0])
     embedding = jax.tree.map(lambda x: x[rows, parent], tree.embeddings)
-    step, embedding = recurrent_fn(params, rng_key, tree.children_actions[rows, parent, slot], embedding)
+    action = tree.children_actions[rows, parent, slot].astype(jnp.int32)
+    step, embedding = recurrent_fn(params, rng_key, action, embedding)
     actions = _best_by_prior(step.prior_logits, tree.num_slots)
     tree = _write_node(tree, child, actions, step.prior_logits, step.value, embedding)
     return tree._replace(
-        children_index=tree.children_index.at[rows, parent, slot].set(child),
+        children_index=tree.children_index.at[rows, parent, slot].set(child.astype(tree.children_index.dtype)),
         parents=tree.parents.at[rows, child].set(parent),
         rewards=tree.rewards.at[rows, child].set(step.reward),
         discounts=tree.discounts.at[rows, child].set(step.discount),
@@ -383,8 +385,8 @@ def _new_tree(root: mctx.RootFnOutput, gumbel: Array, invalid_actions: Array, nu
         rewards=jnp.zeros(nodes, dtype),
         discounts=jnp.zeros(nodes, dtype),
         other_prior=jnp.zeros(nodes, root.prior_logits.dtype),
-        children_index=jnp.full(nodes + (k,), UNVISITED, jnp.int32),
-        children_actions=jnp.zeros(nodes + (k,), jnp.int32),
+        children_index=jnp.full(nodes + (k,), UNVISITED, jnp.int16 if nodes[1] < 2**15 else jnp.int32),
+        children_actions=jnp.zeros(nodes + (k,), jnp.int16),  # A = 2187
         children_priors=jnp.zeros(nodes + (k,), root.prior_logits.dtype),
         root_scores=jnp.take_along_axis(gumbel + root.prior_logits, root_actions, axis=-1),
         root_valid=root_scores > -jnp.inf,

@@ -14,7 +14,7 @@ tie-breaking noise can send a visit to any action.
 
 The tree's embedding is the game ``State`` with its repetition history cut to a short
 window (``history_window`` plies) and its legal mask packed to bits (``tree_embedding``),
-so a node holds the board, hands and a few hashes in 873 bytes, never an observation;
+so a node holds the board, hands and a few hashes in 588 bytes, never an observation;
 observations are computed only to evaluate the network.
 """
 
@@ -138,18 +138,23 @@ def with_mate_in_one(result: SearchResult, games: env.State, *, num_simulations:
 
 def tree_embedding(games: env.State, history_window: int) -> env.State:
     """What a search tree stores of ``games`` [B]: a ``history_window``-ply repetition
-    history, and the legal mask packed 8 actions to a byte ([B, 274] uint8; the
-    next step recomputes it, so only a finished game's copy is ever unpacked)."""
+    history, board and hands as int8, and the legal mask packed 8 actions to a byte
+    ([B, 274] uint8; the next step recomputes it, so only a finished game's copy is
+    ever used)."""
     return _packed(jax.vmap(lambda s: env.with_history(s, history_window))(games))
 
 
 def _packed(games: env.State) -> env.State:
-    return games._replace(x=games.x._replace(legal_action_mask=jnp.packbits(games.x.legal_action_mask, axis=-1)))
+    x = games.x
+    return games._replace(x=x._replace(board=x.board.astype(jnp.int8), hand=x.hand.astype(jnp.int8),
+                                       legal_action_mask=jnp.packbits(x.legal_action_mask, axis=-1)))
 
 
 def _from_tree_embedding(games: env.State) -> env.State:
-    mask = jnp.unpackbits(games.x.legal_action_mask, axis=-1, count=env.NUM_ACTIONS).astype(jnp.bool_)
-    return games._replace(x=games.x._replace(legal_action_mask=mask))
+    x = games.x
+    mask = jnp.unpackbits(x.legal_action_mask, axis=-1, count=env.NUM_ACTIONS).astype(jnp.bool_)
+    return games._replace(x=x._replace(board=x.board.astype(jnp.int32), hand=x.hand.astype(jnp.int32),
+                                       legal_action_mask=mask))
 
 
 def make_recurrent_fn(apply_fn: ApplyFn, tree_rules: env.Rules, *, mate_in_tree: bool = False) -> mctx.RecurrentFn:
