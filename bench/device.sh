@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # One call on a lent accelerator: speed, memory and a short training run, into OUTDIR
-# (device.json and device.md; see bench/device_bench.py). At most 8 minutes on one H100.
+# (device.json and device.md; see bench/device_bench.py). At most 7 minutes on one H100
+# or H200 (--budget-s 400 and the wheels' install).
 #
-#   bench/device.sh OUTDIR [--quick] [--budget-s SECONDS]
+#   bench/device.sh OUTDIR [--quick] [--budget-s SECONDS] [--parts self-play,search,...]
+#
+# With the device tool: run `bench/device.sh "$OUT"` (carry .whl); then, here, keep the
+# report under the card's name and the date (FILES_AT: where the tool put $OUT's files):
+#   cp FILES_AT/device.json docs/device_h100_$(date +%Y%m%d).json   # or device_h200_...
 #
 # The device machines reach no package registry and lack pgx, mctx, cshogi, ml-collections,
 # tensorboardX and svgwrite: `make device-wheels` puts their wheels in .whl/ here, and this
@@ -10,7 +15,7 @@
 # (`--quick`, as tests/test_bench.py runs it) the repository's .venv is used.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out="${1:?usage: bench/device.sh OUTDIR [--quick] [--budget-s SECONDS]}"
+out="${1:?usage: bench/device.sh OUTDIR [--quick] [--budget-s SECONDS] [--parts ...]}"
 shift
 if compgen -G ".whl/*.whl" >/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/azshogi-site .whl/*.whl

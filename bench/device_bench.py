@@ -1,24 +1,30 @@
-"""One call on a lent accelerator: env, self-play and learner speed, memory, compile times,
-a short training run and a match; a JSON and a markdown table in OUTDIR.
+"""One call on a lent accelerator: self-play, search, env and learner speed, memory, compile
+times, a short training run and a match; a JSON and a markdown table in OUTDIR.
 
-    python bench/device_bench.py OUTDIR [--quick] [--budget-s 480]
+    python bench/device_bench.py OUTDIR [--quick] [--budget-s 400] [--parts self-play,search,...]
 
-Measured, each after its compile, the median of a few timed calls:
+Measured, each after its compile, the median of a few timed calls (bench/device_parts.py):
+  * self-play, the project's own (``az.search.make_search``), at the paper's settings
+    (n = 64, m = 16, a 6x64 bfloat16 network) at B = 1024, 2048 and 4096, with the 6x64
+    and 10x128 forward alone at each B; each self-play row gives its fraction of the
+    network-only bound (the 6x64 forward's positions/s at that B over the n + 1 network
+    calls of a ply), XLA's memory per game and the peak device memory;
+  * one such search at B = 1024 with each of three loops, same card, same run: mctx's,
+    ``az.mcts``'s full tree and ``az.gumbel_tree``'s compact tree (bench/search_bench.py):
+    seconds, the loop's own time (search minus model), seconds with a network that costs
+    nothing, the mean deepest path per simulation, XLA's temporaries + outputs per game;
   * env step + legal mask + observation of ``envs`` at B = 1024 / 4096 / 16384, and
     pgx's ``env.step`` at B = 1024 (uniformly random legal moves, 16 plies a call);
-  * self-play positions/s at the paper's settings (B = 1024, n = 64, m = 16) with a 6x64
-    and a 10x128 bfloat16 network, and each network's forward alone at that batch;
-  * one such search (6x64) with mctx's loop and with ``az.mcts``'s (bench/search_bench.py);
   * learner steps/s of the ``:gpu`` preset (10x128, 1024 positions a step);
-  * peak device memory (where the backend reports it) and every compile time;
-  * ``train.py --config configs/shogi816k.py:gpu`` for three minutes (stopped by SIGTERM,
-    as a preemption would), then 8 games of its last snapshot against ``greedy``.
+  * ``train.py --config configs/shogi816k.py:gpu`` for up to three minutes (stopped by
+    SIGTERM, as a preemption would), then 8 games of its last snapshot against ``greedy``.
 Each part runs in its own process (one part's memory or crash cannot spoil the next), in
-the order self-play, search, env, learner, training, match; the report is rewritten after each, so
-a run cut off keeps what it measured. ``--parts`` picks some. ``--quick`` runs the same at
-CPU sizes in a few minutes (tests/test_bench.py). Parts that would overrun ``--budget-s``
-are skipped and say so; the training run shortens to fit. ``bench/device.sh`` wraps this
-for the device machine.
+that order; the report is rewritten after each, so a run cut off keeps what it measured.
+``--parts`` picks some. A part that would not fit in what is left of ``--budget-s`` is
+skipped, one that overruns it is stopped (keeping the rows it wrote), and the training
+run shortens to fit: at the default 400 s the first parts fit, the training and match
+usually do not. ``--quick`` runs every part at CPU sizes in minutes (tests/test_bench.py).
+``bench/device.sh`` wraps this for the device machine.
 """
 
 import argparse
@@ -32,13 +38,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FULL = dict(preset="gpu", train_s=180, match_games=8, match_simulations=64)
 QUICK = dict(preset="smoke", train_s=0, match_games=2, match_simulations=4)
 PARTS = ("self-play", "search", "env", "learner", "training", "match")  # the most wanted number first
-NEEDS_S = {"self-play": 150, "search": 70, "env": 60, "learner": 60, "training": 120, "match": 60}  # with compiles
+NEEDS_S = {"self-play": 150, "search": 150, "env": 60, "learner": 60, "training": 120, "match": 60}  # with compiles
 
 
 def run_training(p: dict, workdir: str, out: str) -> dict:
@@ -95,32 +102,43 @@ def run_match(p: dict, workdir: str, match_dir: str, out: str) -> dict:
             "wins": s["wins"], "draws": s["draws"], "losses": s["losses"], "score": s["score"]}
 
 
+def _notes(row: dict) -> str:
+    """What a row says besides its rate, for the table."""
+    if "score" in row:
+        return f"+{row['wins']} ={row['draws']} -{row['losses']} (score {row['score']:.2f})"
+    if "iterations" in row:
+        return (f"{row['iterations']} iterations, {row['games']} games in {row['seconds']:.0f} s "
+                f"(the first, with its compile, {row['first_iteration_s']:.0f} s)")
+    notes = []
+    if "own_s" in row:
+        notes += [f"loop's own {row['own_s'] * 1e3:,.0f} ms a search (model {row['model_s'] * 1e3:,.0f} ms)",
+                  f"{row['free_s'] * 1e3:,.0f} ms with a free network", f"deepest path {row['deepest_path']:.1f}"]
+    if "of_bound" in row:
+        notes.append(f"{row['of_bound']:.0%} of the network-only bound, {row['bound_per_s']:,.0f}/s")
+    if "bytes_per_game" in row:
+        notes.append(f"{row['bytes_per_game'] / 2**10:,.0f} KiB a game")
+    return "; ".join(notes)
+
+
 def markdown(report: dict) -> str:
     lines = [f"device: {report.get('device')} ({report.get('backend')}), jax {report.get('jax')}, {report['date']}", "",
-             "| measurement | batch | per second | compile s | peak memory |", "|---|---|---|---|---|"]
+             "| measurement | batch | per second | notes | compile s | peak memory |", "|---|---|---|---|---|---|"]
     for row in report["rows"]:
         if "skipped" in row:
-            lines.append(f"| {row['what']} | | skipped: {row['skipped']} | | |")
+            lines.append(f"| {row['what']} | | | skipped: {row['skipped']} | | |")
             continue
         peak = row.get("peak_bytes")
-        extra = ""
-        if "games" in row and "score" in row:
-            extra = f"+{row['wins']} ={row['draws']} -{row['losses']} (score {row['score']:.2f})"
-        elif "own_s" in row:
-            extra = f"loop's own {row['own_s'] * 1e3:,.0f} ms a search (model {row['model_s'] * 1e3:,.0f} ms); "
-        elif "iterations" in row:
-            extra = (f"{row['iterations']} iterations, {row['games']} games in {row['seconds']:.0f} s "
-                     f"(the first, with its compile, {row['first_iteration_s']:.0f} s)" + ("; " if "per_s" in row else ""))
-        per_s = f"{extra}{row['per_s']:,.1f}" if "per_s" in row else extra
+        per_s = f"{row['per_s']:,.1f}" if "per_s" in row else ""
         compile_s = f"{row['compile_s']:.1f}" if "compile_s" in row else ""
-        lines.append(f"| {row['what']} | {row.get('batch', '')} | {per_s} | "
+        lines.append(f"| {row['what']} | {row.get('batch', '')} | {per_s} | {_notes(row)} | "
                      f"{compile_s} | {f'{peak / 2**30:.2f} GiB' if peak else 'n/a'} |")
     return "\n".join(lines) + "\n"
 
 
 def run_part(name: str, p: dict, scratch: str, out: str, seconds: float, quick: bool) -> list[dict]:
-    """One part's rows. The first four run bench/device_parts.py in a process of their own
-    (JAX takes most of a GPU when it starts, so this process never imports it)."""
+    """One part's rows, in at most ``seconds`` (0: no limit). The first four run
+    bench/device_parts.py in a process of their own (JAX takes most of a GPU when it
+    starts, so this process never imports it), stopped when ``seconds`` run out."""
     if name == "training":
         return [run_training(dict(p, train_s=seconds if p["train_s"] else 0), os.path.join(scratch, "run"), out)]
     if name == "match":
@@ -128,18 +146,30 @@ def run_part(name: str, p: dict, scratch: str, out: str, seconds: float, quick: 
     rows_file = os.path.join(scratch, f"{name}.json")
     command = [sys.executable, os.path.join(ROOT, "bench", "device_parts.py"), name, rows_file]
     last_lines = collections.deque(maxlen=3)
+    stopped = threading.Event()
     with subprocess.Popen(command + (["--quick"] if quick else []), cwd=ROOT, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True) as child:
+
+        def stop():
+            stopped.set()
+            child.kill()
+
+        timer = threading.Timer(seconds, stop)
+        if seconds:
+            timer.start()
         for line in child.stdout:  # passed on as it comes: a log of a run cut off still shows where
             sys.stdout.write(line)
             sys.stdout.flush()
             if line.strip():
                 last_lines.append(line.strip())
+        timer.cancel()
     rows = []
     if os.path.exists(rows_file):  # what it measured before any failure
         with open(rows_file, encoding="utf-8") as f:
             rows = json.load(f)
-    if child.returncode != 0:
+    if stopped.is_set():
+        rows.append({"what": name, "skipped": f"stopped after {seconds:.0f} s, at the end of --budget-s"})
+    elif child.returncode != 0:
         rows.append({"what": name, "skipped": f"failed (exit {child.returncode}): {' | '.join(last_lines)[-400:]}"})
     return rows
 
@@ -157,7 +187,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", help="directory for device.json, device.md, the run's metrics and log, a game")
     parser.add_argument("--quick", action="store_true", help="CPU sizes: a smoke test of the benchmark")
-    parser.add_argument("--budget-s", type=float, default=480.0, help="parts that would overrun it are skipped")
+    parser.add_argument("--budget-s", type=float, default=400.0,
+                        help="seconds in all: parts that would not fit are skipped, one that overruns is stopped")
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {','.join(PARTS)}")
     args = parser.parse_args(argv)
     p = QUICK if args.quick else FULL
@@ -174,12 +205,12 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     for name in parts:
         left = args.budget_s - (time.perf_counter() - started)
-        seconds = 0.0
+        seconds = 0.0 if args.quick else left
         if name == "training":  # three minutes when there is time, less rather than nothing
             later = sum(NEEDS_S[n] for n in parts[parts.index(name) + 1:])
             seconds = min(p["train_s"], left - later - 30)
         if not args.quick and (left < NEEDS_S[name] or (name == "training" and seconds < 60)):
-            report["rows"].append({"what": name, "skipped": f"{left:.0f} s left of --budget-s"})
+            report["rows"].append({"what": name, "skipped": f"{max(left, 0):.0f} s left of --budget-s"})
             continue
         part_start = time.perf_counter()
         try:

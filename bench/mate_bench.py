@@ -1,13 +1,14 @@
 """What the mate-in-one check costs per root, in env steps, at B = 256 and 1024.
 
-    python bench/mate_bench.py [--batch-sizes 256,1024] [--plies 60] [--repeats 5]
+    python bench/mate_bench.py [--batch-sizes 256,1024] [--plies 60] [--repeats 5] [--quick]
 
 Positions: B games from the standard start after ``--plies`` uniformly random legal
 plies (games that ended stay at their end), so roots have a realistic mix of checks.
 Timed after compiling, the median of ``--repeats`` calls: ``envs.mate.mate_in_one`` on
 the batch, and one ``envs.env.step`` (with its legal mask) on the same batch. Self-play
 with ``search.mate_in_one`` pays the check once per root, against n + 1 network calls and
-about n env steps of the search.
+about n env steps of the search. ``--quick`` (B = 8, 4 plies, one repeat) is a smoke
+test (tests/test_bench.py).
 """
 
 import argparse
@@ -17,13 +18,8 @@ import jax
 import jax.numpy as jnp
 
 from env_bench import _random_action  # bench/, beside this file
-from timing import median_seconds
+from timing import compile_and_time
 from envs import env, mate, starts
-
-
-def _warm_median_seconds(fn, args, repeats: int) -> float:
-    jax.block_until_ready(fn(*args))  # compiled and warm
-    return median_seconds(lambda: fn(*args), repeats)
 
 
 def positions(batch: int, plies: int, rules: env.Rules):
@@ -46,7 +42,10 @@ def main(argv=None) -> int:
     parser.add_argument("--batch-sizes", default="256,1024")
     parser.add_argument("--plies", type=int, default=60)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: --batch-sizes 8 --plies 4 --repeats 1")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.batch_sizes, args.plies, args.repeats = "8", 4, 1
     try:
         batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     except ValueError:
@@ -57,8 +56,8 @@ def main(argv=None) -> int:
     for batch in batch_sizes:
         games = positions(batch, args.plies, rules)
         actions = jax.vmap(_random_action)(jax.random.split(jax.random.key(2), batch), games.legal_action_mask)
-        step_s = _warm_median_seconds(step, (games, actions), args.repeats)
-        mate_s = _warm_median_seconds(find, (games,), args.repeats)
+        step_s = compile_and_time(step, (games, actions), args.repeats).seconds
+        mate_s = compile_and_time(find, (games,), args.repeats).seconds
         found = int(find(games)[0].sum())
         print(f"batch {batch:5d}: env step {step_s / batch * 1e6:7.2f} us/root, mate in one "
               f"{mate_s / batch * 1e6:7.2f} us/root = {mate_s / step_s:.2f} env steps "

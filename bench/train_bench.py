@@ -1,6 +1,6 @@
 """Whole training iterations of a preset, with learning on and off, and where their time goes.
 
-    python bench/train_bench.py [--config configs/shogi816k.py:cpu] [--config.FIELD=VALUE ...] [--repeats 3]
+    python bench/train_bench.py [--config configs/shogi816k.py:cpu] [--config.FIELD=VALUE ...] [--repeats 3] [--quick]
 
 Builds the preset's trainer (any ``--config.FIELD=VALUE`` override as train.py takes
 it) and times, after everything is compiled, the median of ``--repeats`` calls of:
@@ -9,7 +9,9 @@ it) and times, after everything is compiled, the median of ``--repeats`` calls o
   * each piece alone, jitted separately on the same inputs: self-play (T plies), adding
     and labelling the replay, and one learner step (sample + gradient step), times K.
 It prints fused / sum of the parts (target: at most 1.2: the fused loop costs no more
-than its pieces) and exits with status 1 when that target is missed.
+than its pieces) and exits with status 1 when that target is missed. ``--quick`` is a
+smoke test (tests/test_bench.py): one repeat, the ``:smoke`` preset unless ``--config``
+names one, and no target judged (at smoke sizes fixed costs decide the ratio).
 """
 
 import argparse
@@ -27,7 +29,7 @@ from az.train import replay as replay_lib
 from az.train import trainer as trainer_lib
 
 TARGET = 1.2
-DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "shogi816k.py:cpu")
+CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "shogi816k.py")
 
 
 
@@ -43,9 +45,9 @@ def _with_targets(replay: replay_lib.Replay, plies: replay_lib.Plies) -> replay_
 def main(argv) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="one repeat (a smoke test of the benchmark)")
+    parser.add_argument("--quick", action="store_true", help="one repeat of :smoke, no target (a smoke test)")
     args, rest = parser.parse_known_args(argv[1:])
-    flags = config_flags.DEFINE_config_file("config", DEFAULT_CONFIG)
+    flags = config_flags.DEFINE_config_file("config", CONFIG + (":smoke" if args.quick else ":cpu"))
     from absl import flags as absl_flags
 
     absl_flags.FLAGS([argv[0], *rest])
@@ -68,11 +70,15 @@ def main(argv) -> int:
     assert int(labelled.value_known.sum()) > 0
     step = jax.jit(trainer.learner_step)
     progress = jnp.float32(0.1)
+
+    def learn():
+        return step(state.params, state.opt_state, jnp.int32(0), labelled, progress, key)
+
+    jax.block_until_ready(learn())  # compiled and warm, as self-play and labelling are by now
     parts = {
         "self-play": median_seconds(lambda: selfplay(state.params, games, resign, key, finished), repeats + 1),
         "add + label": median_seconds(lambda: add_label(full, plies), repeats + 1),
-        f"learner step x {k}": k * median_seconds(
-            lambda: step(state.params, state.opt_state, jnp.int32(0), labelled, progress, key), repeats + 1),
+        f"learner step x {k}": k * median_seconds(learn, repeats + 1),
     }
 
     def chained(state, learned: bool) -> tuple[float, float]:
@@ -100,6 +106,9 @@ def main(argv) -> int:
     print(f"iteration, learning off: {play_only_s:7.2f} s  {positions / play_only_s:8.1f} positions/s")
     for name, seconds in parts.items():
         print(f"  {name:18s} {seconds:7.2f} s  {seconds / total:5.0%}")
+    if args.quick:
+        print(f"fused / sum of parts = {ratio:.2f}  (not judged at --quick)")
+        return 0
     print(f"fused / sum of parts = {ratio:.2f}  [{'PASS' if ratio <= TARGET else 'FAIL'}: <= {TARGET}]")
     return 0 if ratio <= TARGET else 1
 
