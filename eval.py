@@ -4,6 +4,7 @@ per-opening scores, game records, and the paper's plots.
     python eval.py --checkpoint runs/x[@STEP] --opponent usi:/usr/games/fairy-stockfish?nodes=1000 \
         --openings data/openings.tsv --out eval/x_vs_fs1k
     python eval.py --checkpoint runs/x --opponent greedy --games 40 --simulations 32
+    python eval.py --player heuristic?depth=2 --opponent heuristic --openings data/openings.tsv
 """
 
 import argparse
@@ -12,9 +13,11 @@ import sys
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--checkpoint", required=True, help="WORKDIR[@STEP] of the agent (default step: latest)")
+    first = p.add_mutually_exclusive_group(required=True)
+    first.add_argument("--checkpoint", help="WORKDIR[@STEP] of the agent (default step: latest)")
+    first.add_argument("--player", help="any player spec instead of a checkpoint, e.g. heuristic?depth=2 (see --opponent)")
     p.add_argument("--opponent", required=True,
-                   help="checkpoint:WORKDIR[@STEP] | usi:PATH?option=value&nodes=N | random | greedy")
+                   help="checkpoint:WORKDIR[@STEP] | usi:PATH?option=value&nodes=N | heuristic[:WEIGHTS][?depth=D] | random | greedy")
     p.add_argument("--openings", default=None, help="data/openings.tsv, or a file of SFEN / 'startpos moves' lines")
     p.add_argument("--games", type=int, default=None, help="games in all (default: each opening twice)")
     p.add_argument("--simulations", type=int, default=800, help="search simulations per move of our agents")

@@ -38,6 +38,8 @@ import mctx
 from jax import Array
 from mctx._src import seq_halving
 
+from az.mcts import mask_invalid
+
 UNVISITED = -1  # children_index of a slot whose child is not expanded
 NO_PARENT = -1
 VALUE_SCALE, MAXVISIT_INIT, RESCALE_EPSILON = 0.1, 50.0, 1e-8  # mctx.qtransform_completed_by_mix_value's defaults
@@ -90,7 +92,7 @@ def gumbel_muzero(
     """
     if num_simulations < 1:
         raise ValueError(f"num_simulations must be >= 1, got {num_simulations}")
-    prior_logits = _mask_invalid(root.prior_logits, invalid_actions)
+    prior_logits = mask_invalid(root.prior_logits, invalid_actions)
     batch, num_actions = prior_logits.shape
     rows = jnp.arange(batch)
     rng_key, gumbel_key = jax.random.split(rng_key)
@@ -121,7 +123,7 @@ def gumbel_muzero(
     most_visited = summary.visit_counts == jnp.max(summary.visit_counts, axis=-1, keepdims=True)
     score = jnp.maximum(-1e9, gumbel + prior_logits + completed_q) + jnp.where(most_visited, 0.0, -jnp.inf)
     action = jnp.argmax(jnp.where(invalid_actions, -jnp.inf, score), axis=-1).astype(jnp.int32)
-    weights = jax.nn.softmax(_mask_invalid(prior_logits + completed_q, invalid_actions))
+    weights = jax.nn.softmax(mask_invalid(prior_logits + completed_q, invalid_actions))
     return mctx.PolicyOutput(action=action, action_weights=weights, search_tree=tree)
 
 
@@ -164,13 +166,6 @@ def principal_variation(tree: CompactTree, action: Array, length: int) -> Array:
         actions.append(jnp.where(ok, tree.children_actions[rows, node, best], -1).astype(action.dtype))
         child = jnp.where(ok, tree.children_index[rows, node, best], -1).astype(jnp.int32)
     return jnp.stack(actions, axis=1)
-
-
-def _mask_invalid(logits: Array, invalid_actions: Array) -> Array:
-    """[B, A]: shifted to a maximum of 0, invalid actions the lowest finite logit (a
-    root with no valid action still has a softmax)."""
-    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
-    return jnp.where(invalid_actions, jnp.finfo(logits.dtype).min, logits)
 
 
 def _scatter_slots(actions: Array, values: Array, num_actions: int) -> Array:

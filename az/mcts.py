@@ -76,7 +76,7 @@ def gumbel_muzero(
     """Gumbel MuZero (sequential halving at the root): ``mctx.gumbel_muzero_policy`` on
     this loop. action [B] int32, action_weights [B, A] (the improved policy)."""
     qtransform = mctx.qtransform_completed_by_mix_value
-    root = root.replace(prior_logits=_mask_invalid(root.prior_logits, invalid_actions))
+    root = root.replace(prior_logits=mask_invalid(root.prior_logits, invalid_actions))
     rng_key, gumbel_key = jax.random.split(rng_key)
     gumbel = gumbel_scale * jax.random.gumbel(gumbel_key, root.prior_logits.shape, root.prior_logits.dtype)
     tree = search(
@@ -105,7 +105,7 @@ def gumbel_muzero(
     most_visited = visits == jnp.max(visits, axis=-1, keepdims=True)
     score = jnp.maximum(-1e9, gumbel + logits + completed_q) + jnp.where(most_visited, 0.0, -jnp.inf)
     action = jnp.argmax(jnp.where(invalid_actions, -jnp.inf, score), axis=-1).astype(jnp.int32)
-    weights = jax.nn.softmax(_mask_invalid(root.prior_logits + completed_q, invalid_actions))
+    weights = jax.nn.softmax(mask_invalid(root.prior_logits + completed_q, invalid_actions))
     return mctx.PolicyOutput(action=action, action_weights=weights, search_tree=tree)
 
 
@@ -126,7 +126,7 @@ def puct(
     rng_key, _, search_key = jax.random.split(rng_key, 3)  # mctx's split: noise key, search key
     probs = jax.nn.softmax(root.prior_logits)
     logits = jnp.log(jnp.maximum(probs, jnp.finfo(probs.dtype).tiny))
-    root = root.replace(prior_logits=_mask_invalid(logits, invalid_actions))
+    root = root.replace(prior_logits=mask_invalid(logits, invalid_actions))
     select = functools.partial(
         mctx.muzero_action_selection,
         pb_c_init=pb_c_init,
@@ -148,7 +148,7 @@ def puct(
     return mctx.PolicyOutput(action=action, action_weights=summary.visit_probs, search_tree=tree)
 
 
-def _mask_invalid(logits: Array, invalid_actions: Array) -> Array:
+def mask_invalid(logits: Array, invalid_actions: Array) -> Array:
     """[B, A]: shifted to a maximum of 0, invalid actions the lowest finite logit (a
     root with no valid action still has a softmax)."""
     logits = logits - jnp.max(logits, axis=-1, keepdims=True)

@@ -84,24 +84,30 @@ def _dense_analyze(x: GameState) -> tuple[Array, Array]:
     return dense.analyze(x.board, x.hand)
 
 
-def _dense_play(x: GameState, action: Array) -> GameState:
-    """The board update with masks instead of indices: no gathers or scatters."""
+def successor(board: Array, hand: Array, action: Array) -> tuple[Array, Array]:
+    """The position after a legal ``action``, seen by the new mover: (board [81], hand
+    [2, 7]). The board update with masks instead of indices: no gathers or scatters."""
     action = jnp.asarray(action, jnp.int32)
     direction, to = action // 81, action % 81
     is_drop = direction >= 20
     at_to = jnp.arange(81) == to
-    from_ = dense.source(x.board, to, direction % 10) & ~is_drop
-    piece = jnp.where(from_, x.board, 0).sum()
-    captured = jnp.where(at_to, x.board + 1, 0).sum() - 1  # -1: empty
+    from_ = dense.source(board, to, direction % 10) & ~is_drop
+    piece = jnp.where(from_, board, 0).sum()
+    captured = jnp.where(at_to, board + 1, 0).sum() - 1  # -1: empty
     promote = (direction >= 10) & ~is_drop
     placed = jnp.where(is_drop, direction - 20, piece + 8 * promote)
-    board = jnp.where(at_to, placed, jnp.where(from_, -1, x.board))
+    new_board = jnp.where(at_to, placed, jnp.where(from_, -1, board))
     kinds = jnp.arange(7)
     gained = (kinds == ((captured + 14) % 28) % 8) & (captured >= 0)  # +P..D revert to P..R
     spent = (kinds == direction - 20) & is_drop
-    hand = x.hand[0] + gained.astype(jnp.int32) - spent.astype(jnp.int32)
-    flipped = jnp.where(board >= 0, (board + 14) % 28, -1)[::-1]
-    return x._replace(board=flipped, hand=jnp.stack([x.hand[1], hand]))
+    own_hand = hand[0] + gained.astype(hand.dtype) - spent.astype(hand.dtype)
+    flipped = jnp.where(new_board >= 0, (new_board + 14) % 28, -1)[::-1]
+    return flipped, jnp.stack([hand[1], own_hand])
+
+
+def _dense_play(x: GameState, action: Array) -> GameState:
+    board, hand = successor(x.board, x.hand, action)
+    return x._replace(board=board, hand=hand)
 
 
 CORES = {"dense": (_dense_play, _dense_analyze), "pgx": (_pgx_play, _pgx_analyze)}

@@ -22,9 +22,8 @@ def run_match(args) -> dict:
         slots = args.concurrency
         second = players_lib.parse_player(args.opponent, num_simulations=args.simulations, slots=slots,
                                           seed=args.seed + 1)
-        first = players_lib.parse_player(
-            "checkpoint:" + args.checkpoint, num_simulations=args.simulations, slots=slots, seed=args.seed
-        )
+        spec = args.player if getattr(args, "player", None) else "checkpoint:" + args.checkpoint
+        first = players_lib.parse_player(spec, num_simulations=args.simulations, slots=slots, seed=args.seed)
     except (ValueError, players_lib.EngineFailure) as e:
         raise EvalError(str(e)) from None
     out = args.out or os.path.join("eval", f"{_slug(first.name)}_vs_{_slug(second.name)}")

@@ -6,6 +6,9 @@
     usi:PATH?option=value&nodes=N      a USI engine; limits: nodes, depth, byoyomi (ms), movetime (ms);
                                        timeout (s) per move before it loses (default 120 or limit + 30)
     random | greedy                    uniform random legal moves | one-ply material
+    heuristic[:WEIGHTS][?depth=D]      the GA-evolved classical evaluation (az.classical), full-width
+                                       search to depth D (1 or 2, default 1); WEIGHTS a weights file
+                                       or a GA workdir (default: the shipped data/heuristic_weights.json)
 
 A player hands out ``Session``s, one per concurrently played game slot; a session's
 ``move(position)`` returns a ``Move``: an action of the position's state (our agent,
@@ -25,6 +28,7 @@ from typing import NamedTuple
 
 import cshogi
 import jax
+import numpy as np
 
 from az.play.usi_client import EngineFailure, EngineOptionError, UsiClient
 from envs import endings, env, notation
@@ -132,6 +136,51 @@ class FloorPlayer(Player):
     def session(self) -> Session:
         self.count += 1
         return self._SESSIONS[self.name](self.seed * 1000 + self.count)
+
+
+class _HeuristicSession(Session):
+    def __init__(self, player: "HeuristicPlayer", seed: int):
+        self.player = player
+        self.rng = np.random.default_rng(seed)
+
+    def move(self, position: Position) -> Move:
+        from az.classical import heuristic
+
+        state = position.state
+        if bool(endings.can_declare(state.x, state.checked)):
+            return "win"
+        x = state.x
+        return heuristic.choose(x.board, x.hand, x.legal_action_mask, self.player.weights, self.player.depth, self.rng)
+
+
+class HeuristicPlayer(Player):
+    """``heuristic[:WEIGHTS][?depth=D]``: the classical evaluation's full-width search."""
+
+    def __init__(self, spec: str, seed: int = 0):
+        from az.classical import heuristic
+
+        head, _, query = spec.partition("?")
+        path = head[len("heuristic:"):] if head.startswith("heuristic:") else None
+        if head not in ("heuristic",) and path is None:
+            raise PlayerError(f"player {spec!r}: expected heuristic[:WEIGHTS][?depth=D]")
+        options = dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
+        unknown = sorted(set(options) - {"depth"})
+        if unknown:
+            raise PlayerError(f"player {spec!r}: unknown option {unknown[0]!r} (heuristic takes depth)")
+        depth = options.get("depth", "1")
+        if depth not in ("1", "2"):
+            raise PlayerError(f"player {spec!r}: depth must be 1 or 2, got {depth!r}")
+        self.depth = int(depth)
+        try:
+            self.weights = heuristic.load_weights(path or None)
+        except ValueError as e:
+            raise PlayerError(str(e)) from None
+        self.name = f"heuristic d{self.depth}" + (f" ({path})" if path else "")
+        self.seed, self.count = seed, 0
+
+    def session(self) -> Session:
+        self.count += 1
+        return _HeuristicSession(self, self.seed * 1000 + self.count)
 
 
 # USI engines ----------------------------------------------------------------------------
@@ -303,6 +352,8 @@ def parse_player(spec: str, *, num_simulations: int = 800, slots: int = 1, seed:
         return FloorPlayer(spec, seed)
     if spec.startswith("usi:"):
         return UsiPlayer(spec[4:])
+    if spec == "heuristic" or spec.startswith(("heuristic:", "heuristic?")):
+        return HeuristicPlayer(spec, seed)
     if spec.startswith("checkpoint:"):
         return AgentPlayer(spec[len("checkpoint:"):], num_simulations=num_simulations, slots=slots, seed=seed)
-    raise PlayerError(f"player {spec!r}: expected checkpoint:WORKDIR[@STEP], usi:PATH[?...], random or greedy")
+    raise PlayerError(f"player {spec!r}: expected checkpoint:WORKDIR[@STEP], usi:PATH[?...], heuristic[:WEIGHTS][?depth=D], random or greedy")
