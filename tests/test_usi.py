@@ -10,6 +10,7 @@ dead engine fails a test instead of hanging it; cshogi's own USI client
 """
 
 import io
+import json
 import os
 import pathlib
 import queue
@@ -685,3 +686,62 @@ def test_clock_compiles_a_fitting_size_aside(fresh):
         raise AssertionError("the 8-simulation search was never compiled")
     fresh.send(f"setoption name Simulations value {SIMULATIONS}")
     assert fresh.isready(30) == ["readyok"]
+
+
+# Heuristic mode ------------------------------------------------------------------
+
+MATE_IN_ONE = "4k4/9/4P4/9/9/9/9/9/4K4 b G 1"  # G*5b mates
+
+
+def test_heuristic_with_missing_weights_reports_on_isready_and_resigns(tmp_path):
+    """No network and nothing compiled: the bad file is one line, then readyok and resign.
+    $AZSHOGI_CHECKPOINT is not passed on with --heuristic."""
+    missing = tmp_path / "nonexistent"
+    process = UsiProcess("/elsewhere", "--heuristic", str(missing), cwd=tmp_path)
+    try:
+        process.send("usi")
+        lines = process.until(lambda line: line == "usiok", 10)
+        assert lines[0].startswith("id name azshogi heuristic d1 ")
+        assert time.monotonic() - process.started < 5, process.tail()
+        ready = process.isready(30)
+        assert ready[-1] == "readyok"
+        assert ready[-2].startswith("info string error: heuristic weights") and str(missing) in ready[-2], ready
+        error = ready[-2][len("info string error: "):]
+        move, lines = process.go("go byoyomi 1000", 30)
+        assert move == "resign" and lines == [f"info string error: no model: {error}"]
+        assert time.monotonic() - process.started < 10, process.tail()  # nothing heavy is loaded
+    finally:
+        assert process.close() == 0
+    assert process.stderr == [f"azshogi-usi: error: {error}"]
+
+
+@pytest.mark.slow
+def test_heuristic_mates_in_one_and_plays_legal_moves(tmp_path):
+    """``--heuristic WEIGHTS --depth 1``: isready compiles the evaluation (minutes on a
+    busy 2-core CPU); a mate in one is found, an opening move is legal."""
+    from az.classical import features
+
+    pieces = dict(zip("PLNSBRG", (100, 300, 400, 500, 800, 1000, 600)))
+    named = {name: float(pieces.get(name[-1], 1)) if name.startswith("material_") else 1.0 for name in features.NAMES}
+    weights = tmp_path / "weights.json"
+    weights.write_text(json.dumps({"weights": named}))
+    process = UsiProcess(None, "--heuristic", str(weights), "--depth", "1", cwd=tmp_path)
+    try:
+        process.send("usi")
+        assert process.until(lambda line: line == "usiok", 10)[0].startswith("id name azshogi heuristic d1 ")
+        ready = process.isready()
+        assert not any(line.startswith("info string error") for line in ready), ready
+        assert any("heuristic depth 1" in line for line in ready), ready
+        process.send(f"position sfen {MATE_IN_ONE}")
+        move, lines = process.go("go byoyomi 1000", 2 * MOVE_TIMEOUT)
+        assert move == "G*5b", process.tail()
+        assert info_lines(lines)[-1].startswith("info depth 1 nodes ") and " score mate 1 pv G*5b" in lines[-1]
+        process.send("position startpos moves 7g7f")
+        move, lines = process.go("go", MOVE_TIMEOUT)
+        assert_legal("startpos moves 7g7f", move)
+        info = info_lines(lines)[-1].split()
+        assert info[info.index("score") + 1] == "cp" and info[info.index("pv") + 1] == move, lines
+        assert int(info[info.index("nodes") + 1]) == len(list(cshogi_board("startpos moves 7g7f").legal_moves))
+    finally:
+        status = process.close()
+    assert status == 0, f"quit: exit status {status}\n{process.tail()}"

@@ -1,4 +1,5 @@
-"""A USI engine for a trained run: ``python -m az.play.engine --checkpoint WORKDIR[@STEP]``.
+"""A USI engine for a trained run: ``python -m az.play.engine --checkpoint WORKDIR[@STEP]``,
+or for the classical baseline: ``python -m az.play.engine --heuristic [WEIGHTS] [--depth D]``.
 
 For shogi GUIs (ShogiGUI, Shogidokoro, electron-shogi) and match runners (cshogi);
 ``scripts/azshogi-usi`` starts it without arguments (checkpoint from
@@ -56,6 +57,27 @@ Errors
   not in the working directory (GUIs choose it) is looked up in the repository
   (``runs/x``). ``--compilation_cache`` (default: the workdir's ``jax_cache``, shared
   with training) makes later starts compile faster.
+
+Heuristic mode
+  ``--heuristic [WEIGHTS] [--depth D]`` plays the classical player instead
+  (``az.classical.heuristic``, as the ``heuristic`` player of matches): the evolved linear
+  evaluation with a full-width search of depth 1 or 2 (default 1); WEIGHTS is a weights
+  file or a GA workdir (its ``weights.json``), by default the shipped
+  ``data/heuristic_weights.json`` (a relative path is looked up in the repository too).
+  No checkpoint and no network: ``id name`` says ``azshogi heuristic dD``; ``isready``
+  loads the weights and compiles the evaluation on the start position. A bad weights
+  file is reported like a bad snapshot (``info string error: ...``, ``readyok``, then
+  ``bestmove resign`` to every ``go``; a missing one is found before JAX loads and also
+  reported on stderr at start-up). ``go`` runs one search whatever its limits (nodes and
+  clock are ignored; ``infinite``/``ponder`` answers still wait for ``stop``/``ponderhit``;
+  no watchdog, no fallback move) and answers ``info depth D nodes M nps .. time .. score
+  .. pv MOVE`` (M: the legal moves evaluated; the score in centipawns of the weights'
+  pawn, ``mate 1`` for a mating move, ``mate -2`` when every move allows a mate: see
+  ``model.HeuristicModel``), then ``bestmove``; resignation and the declaration are as
+  above. Equal best moves are chosen by a generator seeded at load: the engine is
+  deterministic. The options Simulations, Checkpoint, CheckpointStep and NetworkDelay are
+  listed but ignored; a compilation cache is used only when ``--compilation_cache`` names
+  one.
 """
 
 import argparse
@@ -83,6 +105,29 @@ from az.play.engine.protocol import (
 )
 
 KEEPALIVE_S = 5.0  # isready prints a progress line at least this often
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def weights_path(path: str) -> str:
+    """The heuristic's weights ``path`` ("": the shipped file), a relative one missing from
+    the working directory but present in the repository taken from there."""
+    if path and not os.path.isabs(path) and not os.path.exists(path):
+        in_repo = os.path.join(_REPO, path)  # GUIs start engines in folders of their choosing
+        if os.path.exists(in_repo):
+            return in_repo
+    return path
+
+
+def weights_problem(path: str) -> str | None:
+    """A one-line complaint, worded as ``heuristic.load_weights``', when the weights file
+    (or a GA workdir's ``weights.json``) is missing; cheap: no JAX. None otherwise (and
+    for the shipped file: ``load_weights`` checks it)."""
+    if not path:
+        return None
+    file = os.path.join(path, "weights.json") if os.path.isdir(path) else path
+    if not os.path.exists(file):
+        return f"heuristic weights {file!r}: no such file (a GA workdir holds weights.json)"
+    return None
 
 
 def _model():
@@ -181,14 +226,17 @@ class Job:
 class Engine:
     """The USI command loop's state; ``handle(line)`` returns False on quit."""
 
-    def __init__(self, checkpoint: str, simulations: int, network_delay_ms: int, out: Output, cache_dir: str | None):
+    def __init__(self, checkpoint: str, simulations: int, network_delay_ms: int, out: Output, cache_dir: str | None,
+                 heuristic: str | None = None, depth: int = 1):
         self.out = out
+        self.heuristic = heuristic  # heuristic mode: the weights ("" the shipped ones); None: the network
+        self.depth = depth  # of the heuristic's search
         self.checkpoint = checkpoint
         self.step_option = "latest"
         self.simulations = simulations
         self.network_delay_ms = network_delay_ms
         self.cache_dir = cache_dir  # "" disables the compilation cache, None: the workdir's
-        self.model = None  # model.Model once a snapshot is loaded
+        self.model = None  # model.Model once a snapshot is loaded (model.HeuristicModel: weights)
         self.load_error: str | None = None
         self.position = None  # model.Position
         self.position_error: str | None = "no position given"
@@ -214,8 +262,9 @@ class Engine:
 
     def cmd_usi(self, args, line):
         checkpoint = self.checkpoint or "<empty>"
+        name = ENGINE_NAME if self.heuristic is None else f"{ENGINE_NAME} heuristic d{self.depth}"
         self.out(
-            f"id name {ENGINE_NAME} {version()}",
+            f"id name {name} {version()}",
             f"id author {ENGINE_AUTHOR}",
             f"option name Simulations type spin default {self.simulations} min 1 max {MAX_SIMULATIONS}",
             f"option name Checkpoint type string default {checkpoint}",
@@ -340,11 +389,47 @@ class Engine:
             workdir_lib.enable_compilation_cache(directory)
 
     def _ready(self):
+        model = self._load_network() if self.heuristic is None else self._load_heuristic()
+        if model is None:
+            return
+        if not model.prepared(self.simulations):
+            search_s = model.prepare(self.simulations, lambda msg: self.out(f"info string {msg}"))
+            self.out(f"info string {ENGINE_NAME}: {model.summary(self.simulations, search_s)}")
+        _model().parse_position(["startpos", "moves", "7g7f"], None)  # compiles the position's step
+
+    def _load_heuristic(self):
+        """The heuristic's model (loaded once; retried after a failure), or None with the
+        error reported."""
+        if self.model is None:
+            path = weights_path(self.heuristic)
+            problem = weights_problem(path)
+            if problem:  # said before JAX loads
+                self.load_error = problem
+                self.out(f"info string error: {problem}")
+                return None
+            self.out(f"info string loading the heuristic's weights ({path or 'shipped'}), depth {self.depth}")
+            if self.cache_dir:
+                self._enable_cache(self.cache_dir)
+            try:
+                self.model = _model().HeuristicModel(path, self.depth)
+            except ValueError as e:  # a missing or malformed weights file
+                self.load_error = one_line(e)
+            except Exception as e:
+                self.load_error = f"heuristic weights {path!r}: {one_line(e)}"
+            if self.model is None:
+                self.out(f"info string error: {self.load_error}")
+                return None
+            self.load_error = None
+        return self.model
+
+    def _load_network(self):
+        """The snapshot's model (reloaded when the checkpoint options changed), or None with
+        the error reported."""
         if not self.checkpoint:
             self.model = None
             self.load_error = "no checkpoint: start with --checkpoint WORKDIR[@STEP] or set the option Checkpoint"
             self.out(f"info string error: {self.load_error}")
-            return
+            return None
         spec = self._model_spec()
         if self.model is None or self.model.spec != spec:
             self.model = None
@@ -352,7 +437,7 @@ class Engine:
             if problem:
                 self.load_error = problem
                 self.out(f"info string error: {problem}")
-                return
+                return None
             self.out(f"info string loading {spec}")
             self._enable_cache(workdir_lib.parse_spec(spec)[0])
             try:
@@ -363,17 +448,9 @@ class Engine:
                 self.load_error = f"checkpoint {spec!r}: {one_line(e)}"
             if self.model is None:
                 self.out(f"info string error: {self.load_error}")
-                return
+                return None
             self.load_error = None
-        model = self.model
-        if model.speed is None or self.simulations not in model.compiled_sizes():
-            search_s = model.prepare(self.simulations, lambda msg: self.out(f"info string {msg}"))
-            self.out(
-                f"info string {ENGINE_NAME}: {model.agent.name} ({model.agent.config.name}), "
-                f"{self.simulations} simulations in {search_s * 1000:.0f} ms, "
-                f"policy {model.speed.policy_s * 1000:.1f} ms, compile {model.speed.compile_s:.1f} s"
-            )
-        _model().parse_position(["startpos", "moves", "7g7f"], None)  # compiles the position's step
+        return self.model
 
     def think(self, job: Job):
         """Runs in the job's thread: stores a fallback, then the result."""
@@ -391,6 +468,10 @@ class Engine:
             return
         if _model().can_declare(state):
             job.store(result=Answer("win", ["info string entering-king declaration (27-point rule) holds"]))
+            return
+        if model.fixed_size:  # the heuristic: one fixed-depth search, whatever the limits
+            out = model.evaluate(0, state)
+            job.store(result=model.answer(out, state, time.monotonic() - job.received))
             return
         go = job.go
         budget_ms = clock.time_budget_ms(go, int(state.current_player))
@@ -427,8 +508,24 @@ class Engine:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m az.play.engine", description="USI engine for an azshogi checkpoint.")
+    parser = argparse.ArgumentParser(
+        prog="python -m az.play.engine",
+        description="USI engine for an azshogi checkpoint (--checkpoint) or for the classical heuristic player "
+        "(--heuristic [WEIGHTS] [--depth D]: no network; the network's options are ignored).",
+    )
     parser.add_argument("--checkpoint", default="", help="training workdir, WORKDIR[@STEP] (default: latest step)")
+    parser.add_argument(
+        "--heuristic",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="WEIGHTS",
+        help="play the classical heuristic instead of a network: a weights file or GA workdir "
+        "(default: the shipped data/heuristic_weights.json)",
+    )
+    parser.add_argument(
+        "--depth", type=int, choices=(1, 2), default=None, help="the heuristic's search depth (default 1)"
+    )
     parser.add_argument(
         "--simulations", type=int, default=DEFAULT_SIMULATIONS, help="default of the Simulations option"
     )
@@ -443,13 +540,21 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not 1 <= args.simulations <= MAX_SIMULATIONS:
         parser.error(f"--simulations must be in [1, {MAX_SIMULATIONS}]")
-    if args.checkpoint:
+    if args.heuristic is None and args.depth is not None:
+        parser.error("--depth is the heuristic's: use it with --heuristic")
+    if args.heuristic is not None and args.checkpoint:
+        parser.error("--heuristic plays without a network: drop --checkpoint")
+    problem = None
+    if args.heuristic:
+        problem = weights_problem(weights_path(args.heuristic))
+    elif args.checkpoint:
         problem = workdir_lib.snapshot_problem(args.checkpoint)
-        if problem:
-            print(f"azshogi-usi: error: {problem}", file=sys.stderr, flush=True)
+    if problem:
+        print(f"azshogi-usi: error: {problem}", file=sys.stderr, flush=True)
     stdin = open(sys.stdin.fileno(), encoding="utf-8", errors="replace", closefd=False)
     stdout = open(sys.stdout.fileno(), "w", encoding="utf-8", errors="replace", closefd=False)
-    engine = Engine(args.checkpoint, args.simulations, args.network_delay, Output(stdout), args.compilation_cache)
+    engine = Engine(args.checkpoint, args.simulations, args.network_delay, Output(stdout), args.compilation_cache,
+                    heuristic=args.heuristic, depth=args.depth or 1)
     while True:
         line = stdin.readline()
         if not line or not engine.handle(line):

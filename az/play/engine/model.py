@@ -1,4 +1,5 @@
-"""The engine's heavy half: positions in the environment and the loaded agent's searches.
+"""The engine's heavy half: positions in the environment and the loaded agent's searches
+(``Model``) or the classical player's (``HeuristicModel``).
 
 The engine imports this module on the first command that needs it (``position``,
 ``isready``, ``go``), never to answer ``usi``: JAX, the environment and the network
@@ -62,6 +63,7 @@ def can_declare(state: env.State) -> bool:
 class Model:
     """A loaded snapshot with its compiled searches (shared across reloads of one config)."""
 
+    fixed_size = False  # the clock chooses the number of simulations
     _background: threading.Thread | None = None
     _background_lock = threading.Lock()
 
@@ -73,6 +75,17 @@ class Model:
     def _search(self, n: int):
         return self.agent.search(n, batch=1, history=PARSE_RULES.history, max_length=UNLIMITED_PLIES,
                                  pv_length=PV_LENGTH)
+
+    def prepared(self, simulations: int) -> bool:
+        """``prepare(simulations)`` has nothing left to do."""
+        return self.speed is not None and simulations in self.compiled_sizes()
+
+    def summary(self, simulations: int, search_s: float) -> str:
+        """One line on what ``prepare`` loaded and measured."""
+        return (
+            f"{self.agent.name} ({self.agent.config.name}), {simulations} simulations in {search_s * 1000:.0f} ms, "
+            f"policy {self.speed.policy_s * 1000:.1f} ms, compile {self.speed.compile_s:.1f} s"
+        )
 
     def compiled_sizes(self) -> set[int]:
         """Simulation counts (> 0) whose search is compiled."""
@@ -137,3 +150,94 @@ class Model:
         self.speed = Speed(policy_s=policy_s, simulation_s=max(search_s - policy_s, 1e-6) / simulations,
                            compile_s=compile_s, host_s=host_s)
         return search_s
+
+
+MAX_CP = 30000  # |score cp| of the heuristic at most
+
+
+class HeuristicModel:
+    """The classical player (``az.classical.heuristic``, as ``az.play.players``'
+    ``HeuristicPlayer``): the evolved linear evaluation with a full-width search of
+    ``depth`` 1 or 2. The command loop uses it as a ``Model``; it has no network and no
+    simulations: ``evaluate`` ignores ``n`` and, being ``fixed_size``, the clock leaves it
+    alone (one search per move, whatever the limits).
+
+    Equal best moves are told apart by one ``numpy`` Generator seeded at load, so an
+    engine process given the same commands plays the same moves. Scores: the value of the
+    chosen move (mover's side) in centipawns of the weights (``value / weights[material_P]
+    * 100``, or the raw value where that weight is not positive), clipped to +-``MAX_CP``;
+    a move that mates is ``score mate 1``, and when every move allows a mate in one
+    (depth 2 only) ``score mate -2``.
+    """
+
+    fixed_size = True
+
+    def __init__(self, path: str, depth: int, seed: int = 0):
+        from az.classical import heuristic
+
+        self.heuristic = heuristic
+        self.spec = f"heuristic:{path}?depth={depth}"
+        self.path, self.depth = path, depth
+        self.weights = heuristic.load_weights(path or None)  # ValueError names the file
+        pawn = float(self.weights[0])
+        self.cp_per_unit = 100.0 / pawn if pawn > 0 else 1.0
+        self.rng = np.random.default_rng(seed)
+        self.search_s: float | None = None  # measured by prepare
+        self.compile_s: float | None = None
+        self.speed = None  # no simulations: nothing for the clock to measure
+
+    def _values(self, state: env.State):
+        x = state.x
+        return self.heuristic.move_values(np.asarray(x.board), np.asarray(x.hand), np.asarray(x.legal_action_mask),
+                                          self.weights, self.depth)
+
+    def evaluate(self, n: int, state: env.State) -> dict:
+        """The heuristic's move in one position (``n`` is ignored); host values."""
+        actions, values = self._values(state)
+        best = np.flatnonzero(values == values.max())
+        i = int(self.rng.choice(best))
+        return {"action": int(actions[i]), "value": float(values[i]), "pv": [int(actions[i])], "nodes": len(actions)}
+
+    def score(self, value: float) -> str:
+        """The USI score (``cp X`` or ``mate N``) of a heuristic value."""
+        if value >= self.heuristic.MATE:
+            return "mate 1"
+        if value <= -self.heuristic.MATE:
+            return "mate -2"
+        if not np.isfinite(value):
+            return "cp 0"
+        return f"cp {int(round(min(max(value * self.cp_per_unit, -MAX_CP), MAX_CP)))}"
+
+    def answer(self, out: dict, state: env.State, seconds: float) -> Answer:
+        """``info`` line (nodes: the children of the position evaluated) and the bestmove."""
+        move = notation.action_to_usi(state, out["action"])
+        ms = max(int(seconds * 1000), 1)
+        nodes = out["nodes"]
+        info = [
+            f"info depth {self.depth} nodes {nodes} nps {int(nodes * 1000 / ms)} time {ms} "
+            f"score {self.score(out['value'])} pv {move}"
+        ]
+        return Answer(move, info)
+
+    def prepared(self, simulations: int) -> bool:
+        return self.search_s is not None
+
+    def prepare(self, simulations: int, progress) -> float:
+        """Compiles the heuristic's blocks by evaluating the start position (``simulations``
+        is ignored); the seconds of one search. The tie-break Generator is not used."""
+        state = notation.from_sfen(notation.STARTPOS_SFEN, PARSE_RULES)
+        progress(f"compiling the heuristic (depth {self.depth})")
+        start = time.perf_counter()
+        self._values(state)
+        self.compile_s = time.perf_counter() - start
+        start = time.perf_counter()
+        self._values(state)
+        self.search_s = time.perf_counter() - start
+        return self.search_s
+
+    def summary(self, simulations: int, search_s: float) -> str:
+        weights = self.path or "shipped weights"
+        return (
+            f"heuristic depth {self.depth} ({weights}), start position in {search_s * 1000:.0f} ms, "
+            f"compile {self.compile_s:.1f} s"
+        )
