@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
-.PHONY: venv engines tpu-venv device-wheels train test test-plan test-all bench
+.PHONY: venv engines tpu-venv device-wheels train evolve test test-plan test-all bench
 venv: $(STAMP)
 
 # The reference engines for evaluation (Debian packages; root or sudo): fairy-stockfish, gpsshogi.
@@ -42,6 +42,10 @@ device-wheels:
 # The main job at a CPU-sized default: Shogi816K self-play training, resumable.
 train: venv
 	$(BIN)/python train.py --config configs/shogi816k.py:cpu --workdir runs/shogi816k_cpu
+
+# The classical baseline: the GA study's run (100 genomes, 200 generations) on the teacher set.
+evolve: venv
+	$(BIN)/python evolve.py --config configs/ga_baseline.py --workdir runs/ga_baseline
 
 # The test suite CI runs (slow tests excluded); two workers, one test file each at a time.
 test: venv

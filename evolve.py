@@ -22,8 +22,12 @@ flags.mark_flags_as_required(["config", "workdir"])
 
 def main(argv):
     del argv
+    import os
+
+    from az import workdir
     from az.classical import run
 
+    workdir.enable_compilation_cache(os.path.join(_WORKDIR.value, "jax_cache"))  # a resumed run compiles in seconds
     try:
         run.run(_CONFIG.value, _WORKDIR.value, log=lambda text: print(text, flush=True))
     except ValueError as e:

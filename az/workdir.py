@@ -130,9 +130,10 @@ def _tuples(d: dict) -> dict:
 
 
 def enable_compilation_cache(directory: str) -> bool:
-    """Points JAX's persistent compilation cache at ``directory`` (created if need be);
-    False when it cannot be written."""
-    directory = os.path.abspath(directory)
+    """Points JAX's persistent compilation cache at ``directory`` (created if need be), or
+    at ``$JAX_COMPILATION_CACHE_DIR`` when that is set (one cache for many runs, as the
+    test suite does); False when it cannot be written."""
+    directory = os.path.abspath(os.environ.get("JAX_COMPILATION_CACHE_DIR") or directory)
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError:

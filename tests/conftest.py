@@ -7,6 +7,8 @@ functions from here (or from ``envs.notation.jitted_step``, which caches per ``R
 import csv
 import os
 import pathlib
+import shutil
+import tempfile
 
 import jax
 import pytest
@@ -72,6 +74,29 @@ def book_file(tmp_path_factory, openings):
     path = tmp_path_factory.mktemp("book") / "openings.sfen"
     path.write_text("".join(row["final_sfen"] + "\n" for row in openings), encoding="utf-8")
     return str(path)
+
+
+def pytest_configure(config):
+    """One JAX compilation cache for the session, fresh for each run: the xdist workers
+    (spawned after this, with this environment) share what either compiled, as many
+    files compile the same step, search and features. A run never reuses an earlier
+    run's cache, so its time is what a clean machine takes."""
+    if hasattr(config, "workerinput") or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return
+    directory = tempfile.mkdtemp(prefix="azshogi-test-jax-cache-")
+    config._azshogi_cache = directory
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = directory
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "1"
+    os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
+    jax.config.update("jax_compilation_cache_dir", directory)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def pytest_unconfigure(config):
+    directory = getattr(config, "_azshogi_cache", None)
+    if directory:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def pytest_report_header(config):

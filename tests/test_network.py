@@ -17,11 +17,12 @@ SFENS = (
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
-def test_stem__equals_a_convolution_over_all_119_planes(dtype):
+def test_stem__equals_a_convolution_over_all_119_planes(dtype, observe_fn):
     rules = env.Rules()
     states = [notation.from_sfen(s, rules) for s in SFENS]
-    full = jnp.stack([env.observe(s, rules) for s in states])  # [3, 9, 9, 119]
-    board_bytes, flags = jax.tree.map(lambda *a: jnp.stack(a), *[env.observe_parts(s, rules) for s in states])
+    full = jnp.stack([observe_fn(s) for s in states])  # [3, 9, 9, 119]
+    observe_parts = jax.jit(lambda s: env.observe_parts(s, rules))  # eager, each op would compile alone
+    board_bytes, flags = jax.tree.map(lambda *a: jnp.stack(a), *[observe_parts(s) for s in states])
     assert board_bytes.shape == (3, 648) and board_bytes.dtype == jnp.uint8
     planes = movegen.unpack_board_planes(board_bytes)
     np.testing.assert_array_equal(full[..., :62], planes)
