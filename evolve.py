@@ -22,6 +22,9 @@ flags.mark_flags_as_required(["config", "workdir"])
 
 def main(argv):
     del argv
+    from absl import logging
+
+    logging.set_verbosity(logging.WARNING)
     import os
 
     from az import workdir

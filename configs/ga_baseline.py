@@ -1,11 +1,12 @@
-"""The classical baseline: a genetic algorithm evolves the 74 weights of a linear shogi
-evaluation to agree with the teacher's moves at one ply (docs/classical.md).
+"""The classical baseline: a genetic algorithm evolves the 76 weights of a linear shogi
+evaluation (the study's 74 features and two of hanging pieces) to agree with the
+teacher's moves at one ply (docs/classical.md).
 
     python evolve.py --config configs/ga_baseline.py[:smoke] --workdir runs/ga [--config.FIELD=VALUE]
 
 The default is the study's run: 100 genomes, 200 generations, crossover 0.75, mutation
-0.005 a bit, the best genome kept; 10 bits for each of the 24 major weights and 6 for the
-50 minor ones (540 bits). ``smoke``: a tiny run for tests (seconds after its compile).
+0.005 a bit, the best genome kept; 10 bits for each major weight (the study's 24 and the
+two hanging-piece ones) and 6 for each of the 50 minor ones (560 bits; the study's 540). ``smoke``: a tiny run for tests (seconds after its compile).
 """
 
 import ml_collections
@@ -22,7 +23,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.crossover_rate = 0.75  # chance that a pair of parents is crossed (single point)
     c.mutation_rate = 0.005  # chance that a bit of an offspring flips
     c.elitism = 1  # the best genomes copied unchanged into the next generation
-    c.major_bits = 10  # Gray-coded bits of each of the 24 major weights (unsigned)
+    c.major_bits = 10  # Gray-coded bits of each of the 26 major weights (unsigned)
     c.minor_bits = 6  # bits of each of the 50 minor weights (signed)
     c.teacher_set = ""  # TSV of labelled positions; "" = the shipped data/teacher.tsv
     c.fit_positions = 0  # use the first N positions of the fitting part; 0 = all

@@ -1,4 +1,4 @@
-"""The classical evaluation's 74 features (``az.classical.features``) against a slow
+"""The classical baseline: its features (``az.classical.features``) against a slow
 reference written here from the module's docstring.
 
 The reference reads each SFEN with cshogi and counts every feature square by square in
@@ -235,7 +235,7 @@ def _blocked_flow(grid):
 
 
 def reference_features(sfen):
-    """The 74 features (``F.NAMES``) of an SFEN for its side to move, counted from the
+    """The features (``F.NAMES``) of an SFEN for its side to move, counted from the
     module's docstring."""
     grid, hands = _side_to_move_grid(sfen)
     mine = _side_terms(grid, hands[0])
@@ -252,9 +252,18 @@ def reference_features(sfen):
                            if o == 1 and k == "B" and r <= 7 and root_att.get((f, r + 1), 0) > 0))
         elif name == "blocked_flow":
             out.append(_blocked_flow(grid))
+        elif name in ("hanging", "threatened"):
+            opp_att = _attackers(grid, 1)
+            owner, sign, more, fewer = (0, -1, opp_att, root_att) if name == "hanging" else (1, 1, root_att, opp_att)
+            out.append(sign * sum(GREEDY_VALUE[k] for sq, (o, k) in grid.items()
+                                  if o == owner and _count(more, sq) > _count(fewer, sq)))
         else:
             out.append(mine[name] - theirs[name])
     return np.array(out, np.float64)
+
+
+GREEDY_VALUE = {"P": 1, "L": 3, "N": 4, "S": 5, "B": 8, "R": 10, "G": 6, "K": 0,
+                "+P": 6, "+L": 6, "+N": 6, "+S": 6, "+B": 10, "+R": 12}
 
 
 # Positions --------------------------------------------------------------------------
@@ -353,7 +362,7 @@ def _run(boards, hands):
 
 @functools.cache
 def _computed():
-    """(features [P, 74], features of the positions turned around [P, 74]) in one call."""
+    """(features [P, F], features of the positions turned around [P, F]) in one call."""
     boards, hands = zip(*(_mover_frame(sfen) for _, sfen in POSITIONS))
     turned_b, turned_h = F.root_frame(jnp.asarray(np.stack(boards)), jnp.asarray(np.stack(hands)))
     allb = list(boards) + list(np.asarray(turned_b))
@@ -371,7 +380,8 @@ def _expected():
 # comparison with the docstring's reading is an expected failure (strict: it flags the
 # day the code changes), and they are checked against the code's reading below.
 DIFFERENCE = [i for i, n in enumerate(F.NAMES)
-              if n not in ("king_threats", "king_attacks", "bishop_head_attacked", "blocked_flow")]
+              if n not in ("king_threats", "king_attacks", "bishop_head_attacked", "blocked_flow", "hanging",
+                           "threatened")]
 
 
 def _feature_param(index, name):
@@ -545,10 +555,10 @@ def test_agreement_against_brute_force():
     first = np.concatenate([[0], np.cumsum(legal)[:-1]])
     teacher = (first + rng.integers(0, legal)).astype(np.int32)
     teacher[5] = -1  # a position whose move is missing never agrees
-    features = rng.integers(-2, 3, (len(parent), 74)).astype(np.float32)  # small integers: many ties
+    features = rng.integers(-2, 3, (len(parent), F.NUM_FEATURES)).astype(np.float32)  # small integers: many ties
     table = evolve.ChildTable(features, parent, np.zeros_like(parent), np.zeros(len(parent), bool),
                               np.zeros(len(parent), np.float32), teacher, legal)
-    weights = rng.integers(-2, 3, (3, 74)).astype(np.float32)
+    weights = rng.integers(-2, 3, (3, F.NUM_FEATURES)).astype(np.float32)
     got = evolve.agreement_of(table, weights)
     for i in range(3):
         scores = features @ weights[i]
@@ -561,23 +571,23 @@ def test_agreement_against_brute_force():
 
 def test_gray_code_round_trip_and_ranges():
     rng = np.random.default_rng(1)
-    weights = np.concatenate([rng.integers(0, 1024, (5, 24)), rng.integers(-32, 32, (5, 50))], axis=1)
+    major = np.isin(np.arange(F.NUM_FEATURES), F.MAJOR)
+    weights = np.where(major, rng.integers(0, 1024, (5, F.NUM_FEATURES)), rng.integers(-32, 32, (5, F.NUM_FEATURES)))
     genomes = evolve.encode(weights, 10, 6)
-    assert genomes.shape == (5, 540)
+    assert genomes.shape == (5, 26 * 10 + 50 * 6) == (5, evolve.genome_bits(10, 6))
     np.testing.assert_array_equal(np.asarray(evolve.decode(jnp.asarray(genomes), 10, 6)), weights)
     # Gray code: neighbouring values differ in one bit
-    a, b = evolve.encode(np.full((1, 74), 0) + np.r_[[511], [0] * 73], 10, 6), \
-        evolve.encode(np.full((1, 74), 0) + np.r_[[512], [0] * 73], 10, 6)
+    a, b = (evolve.encode(np.r_[[v], [0] * (F.NUM_FEATURES - 1)][None], 10, 6) for v in (511, 512))
     assert (a != b).sum() == 1
     with pytest.raises(ValueError, match="material_P"):
-        evolve.encode(np.r_[[1024], [0] * 73][None], 10, 6)
+        evolve.encode(np.r_[[1024], [0] * (F.NUM_FEATURES - 1)][None], 10, 6)
 
 
 def _synthetic_table():
     rng = np.random.default_rng(2)
     legal = np.full(30, 4, np.int32)
     parent = np.repeat(np.arange(30), 4).astype(np.int32)
-    return evolve.ChildTable(rng.normal(size=(120, 74)).astype(np.float32), parent, np.zeros(120, np.int32),
+    return evolve.ChildTable(rng.normal(size=(120, F.NUM_FEATURES)).astype(np.float32), parent, np.zeros(120, np.int32),
                              np.zeros(120, bool), np.zeros(120, np.float32), (np.arange(30) * 4).astype(np.int32),
                              legal)
 
@@ -640,7 +650,7 @@ def test_evolve_cli_names_a_bad_config_value(tmp_path):
 def test_heuristic_plays_mate_in_one_at_both_depths():
     board, hand = _mover_frame(MATE_IN_ONE)
     state = notation.from_sfen(MATE_IN_ONE)
-    weights = np.zeros(74, np.float32)
+    weights = np.zeros(F.NUM_FEATURES, np.float32)
     weights[:7] = [1, 3, 4, 5, 8, 10, 6]
     for depth in (1, 2):
         action = heuristic.choose(board, hand, np.asarray(state.legal_action_mask), weights, depth,
@@ -654,7 +664,7 @@ def test_depth_two_is_the_minimum_over_replies():
     board, hand = _mover_frame(sfen)
     state = notation.from_sfen(sfen)
     rng = np.random.default_rng(4)
-    weights = rng.integers(-20, 20, 74).astype(np.float32)
+    weights = rng.integers(-20, 20, F.NUM_FEATURES).astype(np.float32)
     actions, values = heuristic.move_values(board, hand, np.asarray(state.legal_action_mask), weights, depth=2)
     color = 0 if cshogi.Board(sfen).turn == cshogi.BLACK else 1
     grand, owner = [], []
@@ -682,7 +692,7 @@ def test_heuristic_player_specs():
     with pytest.raises(players_lib.PlayerError, match="unknown option"):
         players_lib.parse_player("heuristic?nodes=5")
     player = players_lib.parse_player("heuristic?depth=1")
-    assert player.depth == 1 and player.weights.shape == (74,)
+    assert player.depth == 1 and player.weights.shape == (F.NUM_FEATURES,)
     state = notation.from_sfen("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1")
     move = player.session().move(players_lib.Position("startpos", (), state))
     assert np.asarray(state.legal_action_mask)[move]

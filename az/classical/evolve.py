@@ -1,6 +1,6 @@
 """The genetic algorithm that evolves the classical evaluation's weights, on the device.
 
-A genome is a Gray-coded bit string: ``config.major_bits`` bits for each of the 24 major
+A genome is a Gray-coded bit string: ``config.major_bits`` bits for each of the 26 major
 weights (unsigned, 0 .. 2^bits - 1) and ``config.minor_bits`` for each of the 50 minor ones
 (signed, -2^(bits-1) .. 2^(bits-1) - 1, so the GA picks their sign). Fitness is the
 squared number of fitting positions where the one-ply choice of ``h(child, w)`` is the
@@ -10,7 +10,8 @@ probability ``crossover_rate`` per pair, bit-flip mutation with ``mutation_rate`
 the best ``elitism`` genomes kept unchanged.
 
 Every child of every fitting position is evaluated once into a ``ChildTable`` (features
-do not depend on the weights), so a generation is one matrix product [C, 74] x [74, I]
+do not depend on the weights), so a generation is one matrix product [C, F] x [F, I]
+(F = ``features.NUM_FEATURES``)
 and segment reductions over positions: one compiled call for the whole population.
 """
 
@@ -29,7 +30,7 @@ MATE_SCORE = 1e9  # a child that mates outranks any evaluation
 class ChildTable(NamedTuple):
     """Every legal child of a set of positions.
 
-    features [C, 74] float32 of the child from the parent mover's side; parent [C] int32
+    features [C, F] float32 of the child from the parent mover's side; parent [C] int32
     (sorted); action [C] int32; mate [C] bool (the child's mover has no legal move);
     material [C] float32 (``greedy``'s count); teacher [P] int32 index into C of the
     teacher's move (-1 when the position has none); legal [P] int32 children per position.
@@ -69,12 +70,16 @@ def build_children(board: np.ndarray, hand: np.ndarray, legal_mask: np.ndarray, 
 # Genomes. ---------------------------------------------------------------------------
 
 
+# The genome holds the major weights' genes first, then the minor ones, each in feature order.
+_GENE_ORDER = np.array(list(feats.MAJOR) + [i for i in range(feats.NUM_FEATURES) if i not in feats.MAJOR])
+
+
 def genome_bits(major_bits: int, minor_bits: int) -> int:
     return feats.NUM_MAJOR * major_bits + (feats.NUM_FEATURES - feats.NUM_MAJOR) * minor_bits
 
 
 def decode(genomes: Array, major_bits: int, minor_bits: int) -> Array:
-    """Gray-coded genomes [I, bits] uint8 -> weights [I, 74] float32."""
+    """Gray-coded genomes [I, bits] uint8 -> weights [I, F] float32."""
 
     def values(gray, width):  # [I, genes * width] -> [I, genes]
         gray = gray.reshape(gray.shape[0], -1, width).astype(jnp.int32)
@@ -85,18 +90,20 @@ def decode(genomes: Array, major_bits: int, minor_bits: int) -> Array:
     split = feats.NUM_MAJOR * major_bits
     major = values(genomes[:, :split], major_bits)
     minor = values(genomes[:, split:], minor_bits) - 2 ** (minor_bits - 1)
-    return jnp.concatenate([major, minor], axis=1).astype(jnp.float32)
+    genes = jnp.concatenate([major, minor], axis=1).astype(jnp.float32)
+    return genes[:, np.argsort(_GENE_ORDER)]  # back to feature order
 
 
 def encode(weights: np.ndarray, major_bits: int, minor_bits: int) -> np.ndarray:
-    """The inverse of ``decode`` for integer weights in range: [I, 74] -> [I, bits] uint8."""
+    """The inverse of ``decode`` for integer weights in range: [I, F] -> [I, bits] uint8."""
     weights = np.asarray(weights, np.int64)
     rows = []
     for w in weights:
         bits = []
-        for i, value in enumerate(w):
-            width = major_bits if i < feats.NUM_MAJOR else minor_bits
-            value = value if i < feats.NUM_MAJOR else value + 2 ** (minor_bits - 1)
+        for i in _GENE_ORDER:
+            major = i in feats.MAJOR
+            width = major_bits if major else minor_bits
+            value = w[i] if major else w[i] + 2 ** (minor_bits - 1)
             if not 0 <= value < 2 ** width:
                 raise ValueError(f"weight {feats.NAMES[i]}={w[i]} does not fit {width} bits")
             gray = value ^ (value >> 1)
@@ -112,7 +119,7 @@ class Bucket(NamedTuple):
     """Positions with up to M children each, padded to M: the dense form the device
     scores (reductions over a fixed axis instead of scatters over segments).
 
-    rows [n] int32 (the positions' indices in the table), features [n, M, 74] float32,
+    rows [n] int32 (the positions' indices in the table), features [n, M, F] float32,
     material [n, M] float32, mate [n, M] bool, valid [n, M] bool, teacher [n] int32 (the
     teacher's child in 0..M-1, -1 when missing).
     """
@@ -170,12 +177,12 @@ def _bucket_agreement(bucket: Bucket, scores: Array, teacher_scores: Array) -> A
 
 
 def agreement(buckets: list[Bucket], weights: Array) -> Array:
-    """Per position (table order) and weight vector [I, 74]: [P, I]."""
+    """Per position (table order) and weight vector [I, F]: [P, I]."""
     total = sum(b.rows.shape[0] for b in buckets)
     out = jnp.zeros((total, weights.shape[0]), jnp.float32)
     for b in buckets:
         scores = jnp.einsum("if,nmf->nim", weights, b.features)
-        teacher = jnp.take_along_axis(b.features, jnp.maximum(b.teacher, 0)[:, None, None], axis=1)[:, 0]  # [n, 74]
+        teacher = jnp.take_along_axis(b.features, jnp.maximum(b.teacher, 0)[:, None, None], axis=1)[:, 0]  # [n, F]
         out = out.at[b.rows].set(_bucket_agreement(b, scores, teacher @ weights.T))
     return out
 
@@ -207,7 +214,7 @@ def init_population(key: Array, size: int, bits: int) -> Population:
 
 def make_generation(table: ChildTable, config):
     """The compiled step: (population) -> (next population, fitness [I] of the evaluated
-    one: agreeing positions, fractional with ties, and its best genome's weights [74])."""
+    one: agreeing positions, fractional with ties, and its best genome's weights [F])."""
     major, minor = config.major_bits, config.minor_bits
     elitism, crossover_rate, mutation_rate = config.elitism, config.crossover_rate, config.mutation_rate
     buckets = [Bucket(*(jnp.asarray(x) for x in b)) for b in bucketize(table)]
@@ -243,7 +250,7 @@ def _agreement_of(buckets, weights):
 
 
 def agreement_of(table: ChildTable, weights) -> np.ndarray:
-    """Per-position agreement [P, I] of weight vectors [I, 74] on a table."""
+    """Per-position agreement [P, I] of weight vectors [I, F] on a table."""
     return np.asarray(_agreement_of(bucketize(table), jnp.asarray(weights, jnp.float32)))
 
 

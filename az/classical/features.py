@@ -1,4 +1,4 @@
-"""The classical evaluation's 74 static features, batched on the dense core.
+"""The classical evaluation's static features, batched on the dense core.
 
 The feature set of the genetic-algorithm study this baseline follows
 (``docs/classical.md``): a linear evaluation ``h(p, w) = features(p) . w`` whose
@@ -11,7 +11,7 @@ Positions come in pgx's mover frame (``envs.movegen``: board [81] int, square
 opponent's, -1 empty; hand [2, 7] in the order P L N S B R G), with the *root to
 move*: ``root_frame`` turns a child position (the opponent to move) around.
 
-Features [74] (index: name), the first 24 "major" (10-bit weights in the GA):
+Features [76] (index: name), 0-23 "major" (10-bit weights in the GA):
   0-6    material, P L N S B R G: pieces of the kind on the board (promoted or not)
          and in hand
   7-12   promotion bonus, P L N S B R: promoted pieces of the kind on the board
@@ -57,6 +57,13 @@ and 50 "minor" (6-bit signed weights):
   48-60  distance to own king, per kind P L N S B R G +P +L +N +S +B +R: Euclidean
          distances (in squares) of the side's pieces of the kind to its own king
   61-73  distance to the enemy king, per kind, the same to the other side's king
+and 2 more major ones, this project's addition to the study's 74 (a one-ply search
+cannot see a capture coming; these let it see what stands to be taken):
+  74     hanging: the ``greedy`` value (P1 L3 N4 S5 B8 R10 G6, +P..+S 6, +B 10, +R 12)
+         of the root's pieces on squares the opponent attacks more often than the root
+         defends them, negated; a penalty
+  75     threatened: the same value of the opponent's pieces that the root attacks more
+         often than the opponent defends them
 """
 
 import jax
@@ -66,8 +73,9 @@ from jax import Array
 
 from envs import dense, movegen
 
-NUM_FEATURES = 74
-NUM_MAJOR = 24
+NUM_FEATURES = 76
+MAJOR = tuple(range(24)) + (74, 75)  # 10-bit unsigned weights; the rest are 6-bit signed
+NUM_MAJOR = len(MAJOR)
 KINDS = "P L N S B R G +P +L +N +S +B +R".split()  # the 13 non-king kinds, pgx order without K
 HAND_KINDS = "P L N S B R G".split()
 NAMES = (
@@ -83,6 +91,7 @@ NAMES = (
        "blocked_flow", "aggression", "total_attacking"]
     + [f"distance_own_king_{k}" for k in KINDS]
     + [f"distance_enemy_king_{k}" for k in KINDS]
+    + ["hanging", "threatened"]
 )
 assert len(NAMES) == NUM_FEATURES
 
@@ -279,6 +288,12 @@ def _side_terms(mine: Array, theirs: Array, hand: Array) -> dict:
     return terms
 
 
+def _value(pieces: Array, where: Array) -> Array:
+    """``greedy``'s value of the pieces [C, 14, 9, 9] standing on ``where`` [C, 9, 9]: [C]."""
+    values = jnp.asarray(GREEDY_VALUES)[None, :, None, None]
+    return (pieces * where[:, None] * values).sum((1, 2, 3)).astype(jnp.float32)
+
+
 def _turn(x: Array) -> Array:
     """[..., 9, 9] planes rotated by 180 degrees: the other side's frame."""
     return x[..., ::-1, ::-1]
@@ -286,7 +301,7 @@ def _turn(x: Array) -> Array:
 
 def features_batch(board: Array, hand: Array) -> Array:
     """The features of positions seen by the root (the player to move in this frame):
-    board [C, 81] int, hand [C, 2, 7] int -> [C, 74] float32 (``NAMES``)."""
+    board [C, 81] int, hand [C, 2, 7] int -> [C, 76] float32 (``NAMES``)."""
     planes = _planes(board)
     root, opp = planes[:, :31], planes[:, 31:62]
     batch = board.shape[0]
@@ -305,13 +320,19 @@ def features_batch(board: Array, hand: Array) -> Array:
             out.append((their_heads & (root[:, 28] > 0)).sum((-2, -1)).astype(jnp.float32))
         elif name == "blocked_flow":
             out.append(planes[:, 62].sum((-2, -1)).astype(jnp.float32))
+        elif name in ("hanging", "threatened"):
+            root_count, opp_count = root[:, 28:31].sum(1), opp[:, 28:31].sum(1)
+            if name == "hanging":
+                out.append(-_value(root[:, :14], opp_count > root_count))
+            else:
+                out.append(_value(opp[:, :14], root_count > opp_count))
         else:
             out.append(mine[name] - theirs[name])
     return jnp.stack(out, axis=-1)
 
 
 def features(board: Array, hand: Array) -> Array:
-    """``features_batch`` over a batch in blocks on a CPU: [C, 81], [C, 2, 7] -> [C, 74]."""
+    """``features_batch`` over a batch in blocks on a CPU: [C, 81], [C, 2, 7] -> [C, 76]."""
     return dense._in_blocks(features_batch, (board, hand), board.shape[0])
 
 
@@ -374,14 +395,14 @@ def legal_masks(board: np.ndarray, hand: np.ndarray) -> np.ndarray:
 
 
 def evaluate(board: np.ndarray, hand: np.ndarray, progress=None) -> tuple[np.ndarray, np.ndarray]:
-    """Features [C, 74] and greedy material [C] of positions [C, 81], [C, 2, 7] seen by
+    """Features [C, F] and greedy material [C] of positions [C, 81], [C, 2, 7] seen by
     their mover, in compiled blocks of ``BLOCK`` (host arrays in and out)."""
     return _blocks(_features_block, (board, hand), len(board), progress)
 
 
 def expand(board: np.ndarray, hand: np.ndarray, action: np.ndarray, *, flip: bool = True, progress=None):
     """The positions after ``action`` [C] from positions board [C, 81], hand [C, 2, 7]
-    (host arrays), in compiled blocks of ``BLOCK``. Returns host arrays: features [C, 74]
+    (host arrays), in compiled blocks of ``BLOCK``. Returns host arrays: features [C, F]
     and greedy material [C] seen from the side that moved (``flip``) or from the side to
     move after it; mated [C] (the side to move after it has no legal move); the child
     positions [C, 81], [C, 2, 7] (the new mover's frame)."""

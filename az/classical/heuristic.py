@@ -22,7 +22,7 @@ MATE = 1e9
 
 
 def load_weights(path: str | None = None) -> np.ndarray:
-    """Weights [74] float32 from a weights file, a GA workdir (its ``weights.json``) or,
+    """Weights [F] float32 from a weights file, a GA workdir (its ``weights.json``) or,
     with no path, the shipped file. ValueError names the file when it is not usable."""
     path = path or SHIPPED_WEIGHTS
     if os.path.isdir(path):
