@@ -659,7 +659,9 @@ def test_heuristic_plays_mate_in_one_at_both_depths():
 
 
 def test_depth_two_is_the_minimum_over_replies():
-    """Depth-2 values against grandchildren made by cshogi and evaluated one by one."""
+    """Depth-2 values against grandchildren made by cshogi and evaluated one by one: the
+    evaluation scores a position for the side that just moved, so a reply is scored from
+    the opponent's side and negated."""
     sfen = _random_game_positions(1, seed=11)[0]
     board, hand = _mover_frame(sfen)
     state = notation.from_sfen(sfen)
@@ -676,11 +678,12 @@ def test_depth_two_is_the_minimum_over_replies():
             grand.append(b.sfen())
             owner.append(i)
             b.pop()
-    frames = [_mover_frame(s) for s in grand]
-    f, _ = F.evaluate(np.stack([x[0] for x in frames]), np.stack([x[1] for x in frames]))
+    frames = [_mover_frame(s) for s in grand]  # we are to move in each
+    turned_b, turned_h = F.root_frame(np.stack([x[0] for x in frames]), np.stack([x[1] for x in frames]))
+    f, _ = F.evaluate(np.asarray(turned_b), np.asarray(turned_h))  # seen by the opponent, who just moved
     mated = np.array([not list(cshogi.Board(s).legal_moves) for s in grand])
     expected = np.full(len(actions), np.inf)
-    np.minimum.at(expected, np.array(owner), np.where(mated, -heuristic.MATE, f @ weights))
+    np.minimum.at(expected, np.array(owner), np.where(mated, -heuristic.MATE, -(f @ weights)))
     np.testing.assert_allclose(values, expected, rtol=1e-5)
 
 

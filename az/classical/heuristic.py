@@ -50,8 +50,10 @@ def move_values(board: np.ndarray, hand: np.ndarray, legal_mask: np.ndarray, wei
     if depth == 1 or mates.any():
         return actions, values
     parent, replies = np.nonzero(feats.legal_masks(child_board, child_hand))
-    f2, mated, _, _, _ = feats.expand(child_board[parent], child_hand[parent], replies.astype(np.int32), flip=False)
-    worst = np.where(mated, -MATE, f2 @ weights)
+    # h scores a position for the side that just moved (as the GA fitted it): a reply is
+    # scored for the opponent, and our value of it is the negation.
+    f2, mated, _, _, _ = feats.expand(child_board[parent], child_hand[parent], replies.astype(np.int32))
+    worst = np.where(mated, -MATE, -(f2 @ weights))
     values = np.full(m, np.inf)
     np.minimum.at(values, parent, worst)
     return actions, values
