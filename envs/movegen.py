@@ -18,14 +18,51 @@ directions 0-9 move (up, up-left, up-right, left, right, down, down-left, down-r
 knight-left, knight-right), 10-19 the same with promotion, 20-26 drop P L N S B R G.
 """
 
+import functools
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import Array
-from pgx._src.games import shogi as pgx_shogi
 
 from envs import dense
 
-GameState = pgx_shogi.GameState
+# The standard start from black's view, and its 30 legal actions (tests/test_dense.py
+# checks both against pgx).
+_START_BOARD = (15, -1, 14, -1, -1, -1, 0, -1, 1, 16, 18, 14, -1, -1, -1, 0, 5, 2, 17, -1, 14, -1, -1, -1, 0, -1,
+                3, 20, -1, 14, -1, -1, -1, 0, -1, 6, 21, -1, 14, -1, -1, -1, 0, -1, 7, 20, -1, 14, -1, -1, -1, 0,
+                -1, 6, 17, -1, 14, -1, -1, -1, 0, -1, 3, 16, 19, 14, -1, -1, -1, 0, 4, 2, 15, -1, 14, -1, -1, -1, 0,
+                -1, 1)
+_START_ACTIONS = (5, 7, 14, 23, 25, 32, 34, 41, 43, 50, 52, 59, 61, 68, 77, 79, 115, 124, 133, 142, 187, 196, 205,
+                  214, 268, 277, 286, 295, 304, 331)
+
+
+class GameState(NamedTuple):
+    """A position, field for field pgx's ``GameState`` (pgx's reference functions take it).
+
+    Defined here rather than imported: pgx's shogi module builds its move tables in
+    Python when imported (about 9 s on a 2-core CPU), and only the ``"pgx"`` core needs it.
+    Defaults: the standard start.
+    """
+
+    step_count: Array = jnp.int32(0)
+    color: Array = jnp.int32(0)  # 0 or 1
+    board: Array = jnp.asarray(_START_BOARD, jnp.int32)  # [81], the mover's frame
+    hand: Array = jnp.zeros((2, 7), dtype=jnp.int32)  # row 0 the mover's
+    cache_m2b: Array = -jnp.ones(8, dtype=jnp.int32)  # pgx's check cache (its core only)
+    cache_king: Array = jnp.int32(44)
+    legal_action_mask: Array = jnp.asarray(np.isin(np.arange(27 * 81), _START_ACTIONS))
+
+
+@functools.cache
+def _pgx():
+    """pgx's shogi module, imported on first use by the ``"pgx"`` core (its tables are
+    computed at import, also when that happens while a function is being traced)."""
+    with jax.ensure_compile_time_eval():
+        from pgx._src.games import shogi
+
+    return shogi
 
 NUM_ACTIONS = 27 * 81
 PAWN_DROP = 20  # direction index of a pawn drop
@@ -44,7 +81,7 @@ def legal_action_mask_pgx(x: GameState) -> Array:
     lets the mated king "escape" to off-board squares (its neighbour index -1 wraps
     to square 80), so a pawn-drop mate of a king on the edge is allowed there.
     """
-    mask = pgx_shogi._legal_action_mask(x)
+    mask = _pgx()._legal_action_mask(x)
     is_mate, to = _pawn_drop_mates(x)
     index = PAWN_DROP * 81 + to
     return mask.at[index].set(mask[index] & ~is_mate)
@@ -52,32 +89,32 @@ def legal_action_mask_pgx(x: GameState) -> Array:
 
 def _pawn_drop_mates(x: GameState) -> tuple[Array, Array]:
     """Would a pawn dropped in front of the enemy king mate it? -> (bool, square)."""
-    enemy_king = jnp.argmin(jnp.abs(x.board - pgx_shogi.OPP_KING)).astype(jnp.int32)
+    enemy_king = jnp.argmin(jnp.abs(x.board - _pgx().OPP_KING)).astype(jnp.int32)
     has_square = enemy_king % 9 != 8  # the square in front of it (towards us) exists
     to = jnp.where(has_square, enemy_king + 1, enemy_king)
     # The defender's view after the drop.
-    defender = pgx_shogi._set_cache(pgx_shogi._flip(x._replace(board=x.board.at[to].set(pgx_shogi.PAWN))))
+    defender = _pgx()._set_cache(_pgx()._flip(x._replace(board=x.board.at[to].set(_pgx().PAWN))))
     pawn_square = 80 - to
     king_square = 80 - enemy_king
 
     def legal(from_, to_):
-        return pgx_shogi._is_legal_move_wo_pro(from_, to_, defender)
+        return _pgx()._is_legal_move_wo_pro(from_, to_, defender)
 
-    capturers = pgx_shogi.CAN_MOVE_ANY[pawn_square]  # [36], -1 padded (pgx rejects from_ < 0)
+    capturers = _pgx().CAN_MOVE_ANY[pawn_square]  # [36], -1 padded (pgx rejects from_ < 0)
     can_capture = jax.vmap(legal, (0, None))(capturers, pawn_square).any()
-    escapes = pgx_shogi.AROUND_IX[king_square]  # [8], -1 where off the board
+    escapes = _pgx().AROUND_IX[king_square]  # [8], -1 where off the board
     can_escape = ((escapes >= 0) & jax.vmap(legal, (None, 0))(king_square, jnp.maximum(escapes, 0))).any()
     return has_square & ~can_capture & ~can_escape, to
 
 
 def _pgx_analyze(x: GameState) -> tuple[Array, Array]:
-    return legal_action_mask_pgx(x), pgx_shogi._is_checked(pgx_shogi._set_cache(x))
+    return legal_action_mask_pgx(x), _pgx()._is_checked(_pgx()._set_cache(x))
 
 
 def _pgx_play(x: GameState, action: Array) -> GameState:
-    move = pgx_shogi.Action._from_dlshogi_action(x, action)
-    x = jax.lax.cond(move.is_drop, pgx_shogi._step_drop, pgx_shogi._step_move, x, move)
-    return pgx_shogi._flip(x)
+    move = _pgx().Action._from_dlshogi_action(x, action)
+    x = jax.lax.cond(move.is_drop, _pgx()._step_drop, _pgx()._step_move, x, move)
+    return _pgx()._flip(x)
 
 
 def _dense_analyze(x: GameState) -> tuple[Array, Array]:
@@ -160,7 +197,7 @@ def observe(x: GameState, core: str = "dense") -> Array:
     """
     _core(core)  # validates the name
     if core == "pgx":
-        return pgx_shogi._observe(x, True)
+        return _pgx()._observe(x, True)
     return dense.observe(x.board, x.hand)
 
 
@@ -170,6 +207,6 @@ def observe_parts(x: GameState, core: str = "dense") -> tuple[Array, Array]:
     restores them), the 57 constant ones as flags [57] bool)."""
     _core(core)
     if core == "pgx":
-        full = pgx_shogi._observe(x, True)
+        full = _pgx()._observe(x, True)
         return pack_board_planes(full[..., :BOARD_PLANES]), full[0, 0, BOARD_PLANES:]
     return dense.observe_parts(x.board, x.hand)

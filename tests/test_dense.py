@@ -162,3 +162,24 @@ def test_step__compiles_without_gathers_or_scatters():
     hlo = jax.jit(jax.vmap(step)).lower(state, jnp.zeros(2, jnp.int32)).compile().as_text()
     assert re.search(r"\bgather\(", hlo) is None
     assert re.search(r"\bscatter\(", hlo) is None
+
+
+def test_game_state__is_pgx_s_field_for_field_with_the_same_start():
+    """``movegen.GameState`` stands in for pgx's (not imported with the environment)."""
+    from pgx._src.games import shogi as pgx_shogi
+
+    assert movegen.GameState._fields == pgx_shogi.GameState._fields
+    ours, theirs = movegen.GameState(), pgx_shogi.GameState()
+    for name in movegen.GameState._fields:
+        a, b = np.asarray(getattr(ours, name)), np.asarray(getattr(theirs, name))
+        assert a.dtype == b.dtype and a.shape == b.shape, name
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+def test_importing_the_environment_does_not_import_pgx_s_shogi():
+    import subprocess
+    import sys
+
+    code = "import sys, envs.env, envs.notation, az.network; print('pgx._src.games.shogi' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "False", result.stderr[-2000:]
