@@ -9,6 +9,8 @@ the replay buffer, self-play and the learner do not import this module).
     held = ts.select(ts.heldout)             # the held-out games' positions
     states, best = teacher.to_device(held, env.Rules())
 
+``az.agreement`` measures networks and searches against it.
+
 P below is the number of positions. ``load`` needs only numpy (no JAX); ``to_device``
 imports the environment.
 """
@@ -136,9 +138,10 @@ def to_device(teacher_set: TeacherSet, rules=None):
     the default device) and fairy-stockfish's move as an action, int32 [P].
 
     Each SFEN goes through ``envs.notation.from_sfen`` (no move history: a position's
-    repetition count starts at one) and each move through ``envs.notation.usi_to_action``;
-    ``ValueError`` names the position whose move is illegal under ``rules``. Costs a few ms a
-    position on a CPU host (select a subset first when only part is needed).
+    repetition count starts at one; one compiled set-up for every position, shared with the
+    rest of the process) and each move through ``envs.notation.usi_to_action``;
+    ``ValueError`` names the position whose move is illegal under ``rules``. Costs a few ms
+    a position on a CPU host (select a subset first when only part is needed).
     """
     import jax
 

@@ -81,6 +81,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     # only stops a blow-up and never binds in normal training.
     c.learner.grad_clip = 50.0
 
+    # Agreement with the teacher set's held-out positions (az/agreement.py): measured, never
+    # trained on; logged as teacher/* and drawn by `report curve`. May change on resume.
+    c.teacher = ml_collections.ConfigDict()
+    c.teacher.every_iterations = 10  # 0: never
+    c.teacher.positions = 0  # the first N held-out positions (0: all 1,200)
+
     c.checkpoint = ml_collections.ConfigDict()
     c.checkpoint.every_iterations = 50
     c.checkpoint.keep = 3
@@ -120,6 +126,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.replay.min_positions = 1
         c.learner.batch_size = 32
         c.learner.warmup_steps = 2
+        c.teacher.every_iterations = 2
+        c.teacher.positions = 64
         c.checkpoint.every_iterations = 2
     elif preset == "cpu":
         c.budget_games = 4000

@@ -84,6 +84,10 @@ def train(config: ml_collections.ConfigDict, workdir: str, *, max_iterations: in
             metrics = metrics_lib.host_metrics(metrics_lib.to_host(device_metrics), trainer.scheme_names)
             seconds = time.time() - start
             step += 1
+            if trainer.teacher is not None and step % config.teacher.every_iterations == 0:
+                measured = time.time()  # timed apart from the iteration: its cost is reported
+                metrics.update({k: float(v) for k, v in metrics_lib.to_host(trainer.teacher(state)).items()})
+                metrics["teacher/seconds"] = time.time() - measured
             metrics["seconds"] = seconds
             metrics["positions_per_second"] = config.selfplay.num_games * config.selfplay.plies_per_iteration / seconds
             # Positions of the games that ended this iteration (each now has a value target).

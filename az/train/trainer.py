@@ -53,6 +53,161 @@ class Trainer(NamedTuple):
     relabel: Callable  # replay -> replay with value targets
     learner_step: Callable  # (params, opt_state, step, replay, progress, rng_key) -> (params, opt_state, loss, info)
     learner_steps_per_iteration: int  # K
+    # Teacher-set agreement of the parameters that play (the average where kept): state ->
+    # device scalars (az/agreement.py). The probe is built on the first call; None when off.
+    teacher: Callable[[TrainState], dict] | None
+
+
+def _make_selfplay(config: ml_collections.ConfigDict, rules, spec: starts.StartSpec, start) -> Callable:
+    """Self-play of the config: the search, playout caps and resignation."""
+    def make_search(num_simulations: int):
+        return search_lib.search_from_config(config, rules=rules, num_simulations=num_simulations)
+
+    p = config.selfplay
+    capped = p.full_search_fraction < 1
+    return selfplay_lib.make_selfplay(
+        make_search(config.search.num_simulations),
+        start,
+        rules,
+        sample_visits_plies=p.sample_visits_plies,
+        num_plies=p.plies_per_iteration,
+        game_budget=config.budget_games,
+        num_schemes=len(spec.leaves),
+        reduced_search=make_search(config.search.reduced_simulations) if capped else None,
+        full_search_fraction=p.full_search_fraction,
+        resign=p.resign,
+        resign_plies=p.resign_plies,
+        no_resign_fraction=p.no_resign_fraction,
+        false_resign_target=p.false_resign_target,
+    )
+
+
+def _state_sharding(abstract: TrainState, mesh: Mesh):
+    """Games (and their resign state) split over ``data``, the replay's game columns too,
+    everything else replicated."""
+    replicated = NamedSharding(mesh, P())
+    games_axis = NamedSharding(mesh, P("data"))
+    columns_axis = NamedSharding(mesh, P(None, "data"))
+
+    def sharding_of(path, leaf):
+        names = [getattr(k, "name", None) for k in path]
+        if names[0] in ("games", "resign") and leaf.ndim >= 1:
+            return games_axis
+        if names[0] == "replay" and leaf.ndim >= 2:
+            return columns_axis
+        return replicated
+
+    return jax.tree_util.tree_map_with_path(sharding_of, abstract)
+
+
+def _make_sampler(batch_size: int, mesh: Mesh, abstract_replay: replay_lib.Replay) -> Callable:
+    """``sample(replay, rng_key) -> Batch [N]``, sharded: each data shard draws N / shards
+    positions from its own game columns (uniformly among those with a target), so no
+    collective moves the buffer and per-chip replay memory falls as 1 / shards."""
+    specs = jax.tree.map(lambda leaf: P(None, "data") if leaf.ndim >= 2 else P(), abstract_replay)
+    shards = mesh.size
+
+    def local(replay, rng_key):
+        key = jax.random.fold_in(rng_key, jax.lax.axis_index("data"))
+        return replay_lib.sample(replay, key, batch_size // shards)
+
+    return jax.shard_map(local, mesh=mesh, in_specs=(specs, P()), out_specs=P("data"))
+
+
+def _make_learn(config: ml_collections.ConfigDict, learner_step: Callable, steps: int, *, shards: int,
+                unroll: bool) -> Callable:
+    """``learn(state, replay, progress, rng_key) -> (params, opt_state, learner_steps, ema,
+    can_learn, loss [K], info [K])``: the K learner steps of an iteration, kept only once
+    every shard has positions with targets, and the weights' moving average."""
+    ema_decay = config.learner.ema_decay
+
+    def learn(state: TrainState, replay: replay_lib.Replay, progress: Array, rng_key: Array):
+        def learn_step(carry, k):
+            params, opt_state, step = carry
+            params, opt_state, loss, info = learner_step(params, opt_state, step, replay, progress, k)
+            return (params, opt_state, step + 1), (loss, info)
+
+        # The K steps always run and their result is kept only once positions have
+        # targets: on XLA's CPU backend a gradient step inside a cond branch or a rolled
+        # loop costs about 20x the same step alone (bench/train_bench.py), so on a CPU the
+        # steps are unrolled, and no backend puts them in a cond.
+        # Never learn from blanks: every shard samples its own columns, so each needs targets.
+        known = replay.value_known.sum()
+        known_per_shard = replay.value_known.reshape(replay.value_known.shape[0], shards, -1).sum(axis=(0, 2))
+        can_learn = (known >= max(config.replay.min_positions, 1)) & (known_per_shard.min() > 0) & (steps > 0)
+        keys = jax.random.split(rng_key, steps)
+        operand = (state.params, state.opt_state, state.learner_steps)
+        (params, opt_state, _), (loss, info) = jax.lax.scan(learn_step, operand, keys,
+                                                             unroll=steps if unroll and steps else 1)
+        params, opt_state = jax.tree.map(
+            lambda new, old: jnp.where(can_learn, new, old), (params, opt_state), (state.params, state.opt_state)
+        )
+        loss, info = jax.tree.map(lambda x: jnp.where(can_learn, x, jnp.zeros_like(x)), (loss, info))
+        ema = state.ema_params
+        if ema_decay > 0:  # per learner step, applied once an iteration as decay^K
+            keep = jnp.where(can_learn, ema_decay**steps, 1.0)
+            ema = jax.tree.map(lambda e, p: keep * e + (1 - keep) * p, ema, params)
+        learner_steps = state.learner_steps + jnp.where(can_learn, steps, 0)
+        return params, opt_state, learner_steps, ema, can_learn, loss, info
+
+    return learn
+
+
+def _iteration_metrics(config: ml_collections.ConfigDict, state: TrainState, *, can_learn, loss, info, stats,
+                       progress, steps: int) -> dict:
+    """The device scalars and small arrays an iteration reports (``state``: after it)."""
+    num_positions = config.selfplay.num_games * config.selfplay.plies_per_iteration
+    rate_now = learner_lib.learning_rate(config.learner, progress, state.learner_steps)
+    searched = jnp.maximum(num_positions - stats.finished_at_start, 1)
+    return {
+        "learned": can_learn,
+        "progress": progress,
+        "loss": loss.mean(),
+        "policy_loss": info.policy_loss.mean(),
+        "value_loss": info.value_loss.mean(),
+        "policy_entropy": info.policy_entropy.mean(),
+        "value_accuracy": info.value_accuracy.mean(),
+        "learner/learning_rate": jnp.where(can_learn, info.learning_rate[-1], rate_now) if steps else rate_now,
+        "learner/grad_norm": info.grad_norm.mean(),
+        "learner/grad_norm_max": info.grad_norm.max() if steps else jnp.float32(0),
+        "learner/clipped_fraction": info.clipped.mean(),
+        # positions sampled per position generated, over the whole run
+        "learner/replay_ratio": state.learner_steps.astype(jnp.float32)
+        * config.learner.batch_size
+        / state.positions.astype(jnp.float32),
+        "replay_positions_with_target": state.replay.value_known.sum(),
+        "games_finished": state.games_finished,
+        "positions": state.positions,
+        "learner_steps": state.learner_steps,
+        **{f"selfplay/{k}": v for k, v in stats._asdict().items()},
+        "selfplay/noise_tv": stats.noise_tv / searched,  # mean over searched plies
+        "selfplay/resign_threshold": state.resign.threshold,
+        # would-resign positions of no-resign games whose side did not lose (recent, decaying)
+        "selfplay/false_resign_rate": state.resign.false / jnp.maximum(state.resign.checked, 1e-9),
+    }
+
+
+def _make_teacher(config: ml_collections.ConfigDict, apply_fn, rules, mesh: Mesh) -> Callable | None:
+    """``teacher(state) -> {"teacher/top1", ...}`` on the held-out teacher positions; the
+    probe is loaded and placed (replicated) on the first call."""
+    if config.teacher.every_iterations <= 0:
+        return None
+    from az import agreement
+    from az import teacher as teacher_lib
+
+    replicated = NamedSharding(mesh, P())
+    measure = jax.jit(lambda params, probe: agreement.network_agreement(apply_fn, params, probe, rules),
+                      out_shardings=replicated)
+    cache = []
+
+    def teacher(state: TrainState) -> dict:
+        if not cache:
+            probe = agreement.make_probe(teacher_lib.load(), rules, positions=config.teacher.positions)
+            cache.append(jax.tree.map(lambda a: jax.device_put(np.asarray(a), replicated), probe))
+        params = state.ema_params if state.ema_params is not None else state.params
+        return {f"teacher/{k}": v for k, v in measure(params, cache[0]).items()}
+
+    return teacher
 
 
 def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
@@ -61,38 +216,12 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
     spec = starts.parse_start(config.env.start)
     start = starts.make_start_fn(spec, rules)
     net = network_lib.make_network(config)
-    apply_fn = net.apply
-    def make_search(num_simulations: int):
-        return search_lib.search_from_config(config, rules=rules, num_simulations=num_simulations)
-
-    num_games = config.selfplay.num_games
-    num_plies = config.selfplay.plies_per_iteration
-    capped = config.selfplay.full_search_fraction < 1
-    selfplay = selfplay_lib.make_selfplay(
-        make_search(config.search.num_simulations),
-        start,
-        rules,
-        sample_visits_plies=config.selfplay.sample_visits_plies,
-        num_plies=num_plies,
-        game_budget=config.budget_games,
-        num_schemes=len(spec.leaves),
-        reduced_search=make_search(config.search.reduced_simulations) if capped else None,
-        full_search_fraction=config.selfplay.full_search_fraction,
-        resign=config.selfplay.resign,
-        resign_plies=config.selfplay.resign_plies,
-        no_resign_fraction=config.selfplay.no_resign_fraction,
-        false_resign_target=config.selfplay.false_resign_target,
-    )
-    ema_decay = config.learner.ema_decay
+    selfplay = _make_selfplay(config, rules, spec, start)
     optimizer = learner_lib.make_optimizer(config.learner)
-    update = learner_lib.make_update(apply_fn, optimizer, rules, grad_clip=config.learner.grad_clip)
+    update = learner_lib.make_update(net.apply, optimizer, rules, grad_clip=config.learner.grad_clip)
     steps = config_lib.steps_per_iteration(config)
-    unroll_learner = mesh.devices.flat[0].platform == "cpu"
+    num_games = config.selfplay.num_games
     rows = config.replay.capacity // num_games
-
-    replicated = NamedSharding(mesh, P())
-    games_axis = NamedSharding(mesh, P("data"))
-    columns_axis = NamedSharding(mesh, P(None, "data"))
 
     def init() -> TrainState:
         key = jax.random.PRNGKey(config.seed)
@@ -115,36 +244,15 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
                 threshold=config.selfplay.resign_threshold,
                 no_resign_fraction=config.selfplay.no_resign_fraction,
             ),
-            ema_params=params if ema_decay > 0 else None,
+            ema_params=params if config.learner.ema_decay > 0 else None,
         )
 
     abstract = jax.eval_shape(init)
-
-    def sharding_of(path, leaf):
-        names = [getattr(k, "name", None) for k in path]
-        if names[0] in ("games", "resign") and leaf.ndim >= 1:
-            return games_axis
-        if names[0] == "replay" and leaf.ndim >= 2:
-            return columns_axis
-        return replicated
-
-    state_sharding = jax.tree_util.tree_map_with_path(sharding_of, abstract)
+    state_sharding = _state_sharding(abstract, mesh)
     abstract_state = jax.tree.map(
         lambda leaf, sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding), abstract, state_sharding
     )
-    replay_specs = jax.tree.map(lambda leaf: P(None, "data") if leaf.ndim >= 2 else P(), abstract.replay)
-    shards = mesh.size
-
-    def sample(replay: replay_lib.Replay, rng_key: Array) -> replay_lib.Batch:
-        """The learner's batch [N], sharded: each data shard draws N / shards positions from
-        its own game columns (uniformly among those with a target), so no collective moves
-        the buffer and per-chip replay memory falls as 1 / shards."""
-
-        def local(replay, rng_key):
-            key = jax.random.fold_in(rng_key, jax.lax.axis_index("data"))
-            return replay_lib.sample(replay, key, config.learner.batch_size // shards)
-
-        return jax.shard_map(local, mesh=mesh, in_specs=(replay_specs, P()), out_specs=P("data"))(replay, rng_key)
+    sample = _make_sampler(config.learner.batch_size, mesh, abstract.replay)
 
     def relabel(replay: replay_lib.Replay) -> replay_lib.Replay:
         return replay_lib.label(
@@ -158,40 +266,17 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
         rate = learner_lib.learning_rate(config.learner, progress, step)
         return update(params, opt_state, batch, rate)
 
+    learn = _make_learn(config, learner_step, steps, shards=mesh.size,
+                        unroll=mesh.devices.flat[0].platform == "cpu")
+
     def iteration(state: TrainState) -> tuple[TrainState, dict]:
         key, k_selfplay, k_learn = jax.random.split(state.rng_key, 3)
         games, resign, games_finished, plies, stats = selfplay(
             state.params, state.games, state.resign, k_selfplay, state.games_finished
         )
         replay = relabel(replay_lib.add(state.replay, plies))
-        known = replay.value_known.sum()
         progress = jnp.minimum(games_finished / config.budget_games, 1.0)  # drives the learning rate
-
-        def learn_step(carry, k):
-            params, opt_state, step = carry
-            params, opt_state, loss, info = learner_step(params, opt_state, step, replay, progress, k)
-            return (params, opt_state, step + 1), (loss, info)
-
-        # The K steps always run and their result is kept only once positions have
-        # targets: on XLA's CPU backend a gradient step inside a cond branch or a rolled
-        # loop costs about 20x the same step alone (bench/train_bench.py), so on a CPU the
-        # steps are unrolled, and no backend puts them in a cond.
-        # Never learn from blanks: every shard samples its own columns, so each needs targets.
-        known_per_shard = replay.value_known.reshape(replay.value_known.shape[0], shards, -1).sum(axis=(0, 2))
-        can_learn = (known >= max(config.replay.min_positions, 1)) & (known_per_shard.min() > 0) & (steps > 0)
-        keys = jax.random.split(k_learn, steps)
-        operand = (state.params, state.opt_state, state.learner_steps)
-        (params, opt_state, _), (loss, info) = jax.lax.scan(
-            learn_step, operand, keys, unroll=steps if unroll_learner and steps else 1
-        )
-        params, opt_state = jax.tree.map(
-            lambda new, old: jnp.where(can_learn, new, old), (params, opt_state), (state.params, state.opt_state)
-        )
-        loss, info = jax.tree.map(lambda x: jnp.where(can_learn, x, jnp.zeros_like(x)), (loss, info))
-        ema = state.ema_params
-        if ema_decay > 0:  # per learner step, applied once an iteration as decay^K
-            keep = jnp.where(can_learn, ema_decay**steps, 1.0)
-            ema = jax.tree.map(lambda e, p: keep * e + (1 - keep) * p, ema, params)
+        params, opt_state, learner_steps, ema, can_learn, loss, info = learn(state, replay, progress, k_learn)
         new_state = TrainState(
             params=params,
             opt_state=opt_state,
@@ -200,47 +285,22 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
             rng_key=key,
             iteration=state.iteration + 1,
             games_finished=games_finished,
-            positions=state.positions + num_games * num_plies,
-            learner_steps=state.learner_steps + jnp.where(can_learn, steps, 0),
+            positions=state.positions + num_games * config.selfplay.plies_per_iteration,
+            learner_steps=learner_steps,
             resign=resign,
             ema_params=ema,
         )
-        rate_now = learner_lib.learning_rate(config.learner, progress, new_state.learner_steps)
-        searched = jnp.maximum(num_games * num_plies - stats.finished_at_start, 1)
-        metrics = {
-            "learned": can_learn,
-            "progress": progress,
-            "loss": loss.mean(),
-            "policy_loss": info.policy_loss.mean(),
-            "value_loss": info.value_loss.mean(),
-            "policy_entropy": info.policy_entropy.mean(),
-            "value_accuracy": info.value_accuracy.mean(),
-            "learner/learning_rate": jnp.where(can_learn, info.learning_rate[-1], rate_now) if steps else rate_now,
-            "learner/grad_norm": info.grad_norm.mean(),
-            "learner/grad_norm_max": info.grad_norm.max() if steps else jnp.float32(0),
-            "learner/clipped_fraction": info.clipped.mean(),
-            # positions sampled per position generated, over the whole run
-            "learner/replay_ratio": new_state.learner_steps.astype(jnp.float32)
-            * config.learner.batch_size
-            / new_state.positions.astype(jnp.float32),
-            "replay_positions_with_target": known,
-            "games_finished": games_finished,
-            "positions": new_state.positions,
-            "learner_steps": new_state.learner_steps,
-            **{f"selfplay/{k}": v for k, v in stats._asdict().items()},
-            "selfplay/noise_tv": stats.noise_tv / searched,  # mean over searched plies
-            "selfplay/resign_threshold": resign.threshold,
-            # would-resign positions of no-resign games whose side did not lose (recent, decaying)
-            "selfplay/false_resign_rate": resign.false / jnp.maximum(resign.checked, 1e-9),
-        }
+        metrics = _iteration_metrics(config, new_state, can_learn=can_learn, loss=loss, info=info, stats=stats,
+                                     progress=progress, steps=steps)
         return new_state, metrics
 
+    replicated = NamedSharding(mesh, P())
     init_jit = jax.jit(init, out_shardings=state_sharding)
     iteration_jit = jax.jit(
         iteration, in_shardings=(state_sharding,), out_shardings=(state_sharding, replicated), donate_argnums=0
     )
     return Trainer(config, spec.names, init_jit, iteration_jit, state_sharding, abstract_state,
-                   selfplay, relabel, learner_step, steps)
+                   selfplay, relabel, learner_step, steps, _make_teacher(config, net.apply, rules, mesh))
 
 
 def make_mesh() -> Mesh:
