@@ -258,3 +258,39 @@ def test_report__balance_reusing_a_gpsusi_process_scores_as_fresh_ones(gpsusi):
     fresh = report.engine_scores(sfens, engine)
     reused = report.engine_scores(sfens, engine, reuse=True)
     assert fresh == reused and len(fresh) == 4 and all(abs(s) < 1000 for s in fresh)
+
+
+def test_report__curve_without_opponents_draws_the_logged_teacher_agreement(tmp_path, capsys):
+    from az.play import report
+
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    with open(workdir / "metrics.jsonl", "w") as f:
+        for i in range(1, 5):
+            row = {"iteration": i, "games_finished": 10 * i}
+            if i % 2 == 0:
+                row.update({"teacher/top1": 0.05 * i, "teacher/top3": 0.1 * i, "teacher/value_sign_accuracy": 0.6,
+                            "teacher/value_rank_correlation": 0.2})
+            f.write(json.dumps(row) + "\n")
+    out = tmp_path / "teacher_curve.png"
+    assert report.main(["curve", "--workdir", str(workdir), "--out", str(out)]) == 0
+    assert _png_size(out) == (1320, 480)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "metrics.jsonl").write_text(json.dumps({"iteration": 1, "games_finished": 3}) + "\n")
+    assert report.main(["curve", "--workdir", str(bare), "--out", str(tmp_path / "x.png")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: no teacher metrics in"), err
+
+
+def test_report__engine_that_crashes_after_starting_is_one_line(tmp_path, monkeypatch, fake_engine, capsys):
+    """``report balance`` with an engine that starts, then dies on its first search."""
+    from az.play import report
+
+    monkeypatch.setenv("FAKE_ENGINE_MODE", "exit")
+    monkeypatch.setenv("FAKE_ENGINE_MOVES", "0")
+    code = report.main(["balance", "--start", "standard", "--engine", f"usi:{fake_engine}?nodes=1",
+                        "--positions", "2", "--out", str(tmp_path / "b.png")])
+    assert code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "exited" in err[0], err

@@ -4,13 +4,17 @@
     python -m az.play.report heatmaps --workdir runs/x [--points 3]
     python -m az.play.report balance  --start "random_start(2)" --engine "usi:/usr/games/fairy-stockfish?nodes=100000" [--positions 200]
     python -m az.play.report balance  --start shogi816k --checkpoint runs/x
+    python -m az.play.report teacher  runs/x@0 runs/x [--simulations 0,16] [--split heldout]
 
 curve: Elo against a reference over training games (Fig. 2), one match per checkpoint,
 kept in WORKDIR/eval/ so a rerun only plays what is missing. heatmaps: where each side's
 king and rooks stand at ply 30 at points of training and their entropy over training
 (Figs. 6-8), from the trainer's metrics. balance: the distribution of black's advantage
 over a start scheme's positions (Fig. 4, Table 2), by an engine's score at fixed nodes or a
-network's value.
+network's value. teacher: agreement of snapshots' policies and searches with the teacher
+set's moves (fairy-stockfish at 100k nodes), with 95% intervals, by game phase and for drops
+and promotions, beside the random, greedy and GA-heuristic baselines. ``curve`` also draws
+the teacher agreement the trainer logged, and with no --opponent only that.
 """
 
 import argparse
@@ -324,12 +328,122 @@ def plot_balance(values: dict, path: str, *, unit: str) -> dict:
     return table
 
 
+def teacher_agreement(checkpoints: list[str], simulations: list[int], *, split: str = "heldout", positions: int = 0,
+                      batch: int = 64, teacher_path: str | None = None) -> dict:
+    """Agreement of each snapshot's policy (0 simulations) and search (Gumbel, no noise, as
+    evaluation plays) with the teacher's moves: checkpoint -> "policy"/"search N" -> breakdown."""
+    import jax
+
+    from az import agreement, teacher as teacher_lib
+    from az.play import agent as agent_lib
+
+    teacher_set = teacher_lib.load(teacher_path) if teacher_path else teacher_lib.load()
+    chosen = teacher_set if split == "all" else teacher_set.select(getattr(teacher_set, split))
+    if positions > 0:
+        chosen = chosen.select(np.arange(min(positions, chosen.size)))
+    results, probes = {}, {}
+    for spec in checkpoints:
+        agent = agent_lib.load_agent(spec)
+        if agent.rules not in probes:
+            probes[agent.rules] = agreement.make_probe(chosen, agent.rules, split="all")
+        probe = probes[agent.rules]
+        best = np.asarray(probe.best)
+        rows = {}
+        for n in simulations:
+            if n == 0:
+                rank, _, _ = jax.jit(lambda params, probe: agreement.per_position(
+                    agent.network.apply, params, probe, agent.rules))(agent.params, probe)
+                hits = np.asarray(rank) == 0
+                label = "policy"
+            else:
+                search = agent.search(n, batch=batch, history=agent.rules.history)
+                chosen_actions = []
+                for first in range(0, chosen.size, batch):
+                    index = np.minimum(np.arange(first, first + batch), chosen.size - 1)  # pad with the last
+                    games = jax.tree.map(lambda a: a[index], probe.games)
+                    result = search(agent.params, jax.random.PRNGKey(first), games)
+                    chosen_actions.append(np.asarray(result.action)[: min(batch, chosen.size - first)])
+                hits = np.concatenate(chosen_actions) == best
+                label = f"search {n}"
+            rows[label] = agreement.breakdown(hits, chosen)
+            a = rows[label]["all"]
+            print(f"{agent.name} {label}: {100 * a['agreement']:.1f}% [{100 * a['low']:.1f}, {100 * a['high']:.1f}] "
+                  f"of {a['positions']}", flush=True)
+        results[agent.name] = rows
+    return {"split": split, "positions": chosen.size, "teacher_set": chosen.path,
+            "baselines": agreement.baselines(teacher_set) if split == "heldout" and positions == 0 else {},
+            "results": results}
+
+
+def plot_teacher(summary: dict, path: str) -> None:
+    """Bars with 95% intervals: each snapshot's policy and searches, overall and by group."""
+    results = summary["results"]
+    groups = list(next(iter(next(iter(results.values())).values())))
+    bars = [(name, label, rows[label]) for name, rows in results.items() for label in rows]
+    fig, ax = plt.subplots(figsize=(max(7, 1.1 * len(groups) * max(len(bars), 1) / 2), 4.5))
+    width = 0.8 / len(bars)
+    for i, (name, label, table) in enumerate(bars):
+        x = np.arange(len(groups)) + (i - (len(bars) - 1) / 2) * width
+        y = np.asarray([100 * table[g]["agreement"] for g in groups])
+        low = np.asarray([100 * table[g]["low"] for g in groups])
+        high = np.asarray([100 * table[g]["high"] for g in groups])
+        ax.bar(x, y, width, yerr=[y - low, high - y], capsize=2, label=f"{name} {label}")
+    for (line, value), style in zip(summary.get("baselines", {}).items(), (":", "--", "-.")):
+        ax.axhline(100 * value, color="gray", ls=style, lw=1, label=f"{line} (all, held-out)")
+    counts = results[bars[0][0]][bars[0][1]]
+    ax.set_xticks(np.arange(len(groups)), [f"{g.replace(' (', chr(10) + '(')}\n{counts[g]['positions']} positions"
+                                           for g in groups], fontsize=7)
+    ax.set_ylabel("top-1 agreement with the teacher (%)")
+    ax.set_title(f"teacher agreement, {summary['split']} positions ({summary['positions']})", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_teacher_curve(workdirs: list[str], path: str) -> None:
+    """The teacher agreement the trainer logged over training games, with the baselines."""
+    from az import agreement, teacher as teacher_lib
+
+    fig, (ax_policy, ax_value) = plt.subplots(1, 2, figsize=(11, 4))
+    drawn = 0
+    for workdir in workdirs:
+        rows = [r for r in read_metrics(workdir) if "teacher/top1" in r]
+        if not rows:
+            continue
+        drawn += 1
+        name = os.path.basename(workdir.rstrip("/"))
+        games = [r["games_finished"] for r in rows]
+        ax_policy.plot(games, [100 * r["teacher/top1"] for r in rows], marker=".", label=f"{name} top-1")
+        ax_policy.plot(games, [100 * r["teacher/top3"] for r in rows], marker=".", ls="--", label=f"{name} top-3")
+        ax_value.plot(games, [r["teacher/value_sign_accuracy"] for r in rows], marker=".",
+                      label=f"{name} value sign (|score| >= {agreement.DECIDED_CP} cp)")
+        ax_value.plot(games, [r["teacher/value_rank_correlation"] for r in rows], marker=".", ls="--",
+                      label=f"{name} value-score rank correlation")
+    if not drawn:
+        raise ValueError(f"no teacher metrics in {', '.join(workdirs)} (config.teacher.every_iterations = 0?)")
+    for (line, value), style in zip(agreement.baselines(teacher_lib.load()).items(), (":", "--", "-.")):
+        ax_policy.axhline(100 * value, color="gray", ls=style, lw=1, label=line)
+    ax_policy.set_ylabel("policy agreement with the teacher, held-out (%)")
+    ax_value.axhline(0.5, color="gray", lw=1, ls=":")
+    ax_value.set_ylim(-0.05, 1.05)
+    for ax in (ax_policy, ax_value):
+        ax.set_xlabel("training games")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
+    from az.play.usi_client import EngineFailure
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("curve", help="Elo over training games (Fig. 2)")
     c.add_argument("--workdir", action="append", required=True)
-    c.add_argument("--opponent", action="append", required=True, help="repeat for several references")
+    c.add_argument("--opponent", action="append", default=[],
+                   help="repeat for several references; none: only the logged teacher agreement")
     c.add_argument("--games", type=int, default=None)
     c.add_argument("--simulations", type=int, default=800)
     c.add_argument("--openings", default=None)
@@ -352,13 +466,37 @@ def main(argv=None) -> int:
                    help="one engine process per job, usinewgame between positions (gpsusi starts slowly)")
     b.add_argument("--seed", type=int, default=0, help="for sampled start schemes")
     b.add_argument("--out", default="balance.png")
+    t = sub.add_parser("teacher", help="agreement of snapshots with the teacher set's moves")
+    t.add_argument("checkpoints", nargs="+", metavar="WORKDIR[@STEP]")
+    t.add_argument("--simulations", default="0,16", help="comma-separated; 0 is the policy alone")
+    t.add_argument("--split", default="heldout", choices=("heldout", "fit", "all"))
+    t.add_argument("--positions", type=int, default=0, help="the first N positions of the split (0: all)")
+    t.add_argument("--out", default="teacher.png")
     args = parser.parse_args(argv)
     try:
         if args.command == "curve":
-            elo_curve(args.workdir, args.opponent, games=args.games, simulations=args.simulations,
-                      openings=args.openings, concurrency=args.concurrency, path=args.out,
-                      steps=[int(x) for x in args.steps.split(",")] if args.steps else None,
-                      baseline=read_baselines(args.baseline))
+            has_teacher = any("teacher/top1" in r for w in args.workdir for r in read_metrics(w))
+            if args.opponent:
+                elo_curve(args.workdir, args.opponent, games=args.games, simulations=args.simulations,
+                          openings=args.openings, concurrency=args.concurrency, path=args.out,
+                          steps=[int(x) for x in args.steps.split(",")] if args.steps else None,
+                          baseline=read_baselines(args.baseline))
+            if has_teacher or not args.opponent:
+                teacher_out = os.path.splitext(args.out)[0] + "_teacher.png" if args.opponent else args.out
+                plot_teacher_curve(args.workdir, teacher_out)
+                if args.opponent:
+                    print(f"wrote {teacher_out}")
+        elif args.command == "teacher":
+            try:
+                simulations = [int(x) for x in args.simulations.split(",")]
+            except ValueError:
+                parser.error(f"--simulations {args.simulations!r}: comma-separated integers")
+            if any(n < 0 for n in simulations):
+                parser.error(f"--simulations {args.simulations!r}: counts must be >= 0")
+            summary = teacher_agreement(args.checkpoints, simulations, split=args.split, positions=args.positions)
+            plot_teacher(summary, args.out)
+            with open(os.path.splitext(args.out)[0] + ".json", "w", encoding="utf-8") as f:
+                json.dump(summary, f, indent=1)
         elif args.command == "heatmaps":
             plot_heatmaps(args.workdir, args.out, points=args.points)
         else:
@@ -373,7 +511,7 @@ def main(argv=None) -> int:
             with open(os.path.splitext(args.out)[0] + ".json", "w", encoding="utf-8") as f:
                 json.dump({"engine": args.engine, "checkpoint": args.checkpoint, "table": table, "values": values}, f)
             print(json.dumps(table, indent=1))
-    except ValueError as e:
+    except (ValueError, EngineFailure) as e:  # EngineFailure: an engine that crashed or hung after starting
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"wrote {args.out}")
