@@ -294,6 +294,10 @@ def test_time_budget():
     assert clock.time_budget_ms(go(["btime", "8000", "wtime", "8000", "binc", "1000", "winc", "2000"]), 1) == 2200
     assert clock.time_budget_ms(go(["btime", "100", "wtime", "100", "binc", "1000", "winc", "1000"]), 0) == 100
     assert clock.time_budget_ms(go(["movetime", "300"]), 0) == 300
+    # MaxMovesToDraw: the remaining time is shared among the mover's moves left, if fewer than 40.
+    assert clock.time_budget_ms(go(["btime", "40000", "wtime", "0", "byoyomi", "1000"]), 0, moves_left=10) == 5000
+    assert clock.time_budget_ms(go(["btime", "40000", "wtime", "0", "byoyomi", "1000"]), 0, moves_left=100) == 2000
+    assert clock.time_budget_ms(go(["btime", "40000", "wtime", "0"]), 0, moves_left=0) == 40000
 
 
 def test_simulations_fit_the_time():
@@ -446,6 +450,9 @@ def test_usi_is_answered_at_once_and_isready_loads(engine, workdir):
     assert lines[0].startswith("id name azshogi") and lines[1].startswith("id author ")
     assert "option name Simulations type spin default 800 min 1 max 1000000" in lines
     assert "option name CheckpointStep type string default latest" in lines
+    # What match runners set: the game-length limit (YaneuraOu's name) and threads.
+    assert "option name MaxMovesToDraw type spin default 0 min 0 max 100000" in lines
+    assert "option name Threads type spin default 1 min 1 max 1024" in lines
     assert lines[-1] == "usiok"
     assert engine.ready_lines[-1] == "readyok"
     loaded = f"@{ZEROED_STEP} (base), {SIMULATIONS} simulations"
@@ -554,6 +561,11 @@ def test_bad_commands_get_info_strings_and_the_engine_goes_on(fresh):
         "info string error: setoption: option Simulations: 'many' is not a number"
     )
     assert said_after("setoption name Hash value 16") == ["info string unknown option: Hash"]
+    assert said_after("setoption name MaxMovesToDraw value -1")[-1] == (
+        "info string error: setoption: option MaxMovesToDraw: -1 is outside [0, 100000]"
+    )
+    fresh.send("setoption name Threads value 8")  # accepted silently, like USI_Hash
+    fresh.send("setoption name Draw_Ply value 0")  # the alias; 0 keeps the compiled searches
     assert said_after("position sfen garbage")[-1].startswith("info string error: SFEN needs 3 or 4 fields")
     move, lines = fresh.go("go byoyomi 1000")
     assert move == "resign" and lines[-1].startswith("info string error: no valid position (SFEN needs")
@@ -583,6 +595,24 @@ def test_positions_extend_and_diverge(fresh):
     fresh.send(f"position {sfen_position}")
     move, _ = fresh.go(f"go nodes {SIMULATIONS}")
     assert_legal(sfen_position, move)
+
+
+def test_positions_count_plies_from_the_games_first_move():
+    """An SFEN's move number N is N - 1 plies into the game, so a ply limit is the game's;
+    repetition still counts in the moves after it."""
+    from az.play.engine import model
+    from envs import endings, notation
+
+    sfen = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 37"
+    shuffle = "5i4h 5a4b 4h5i 4b5a"
+    position = model.parse_position(["sfen", sfen, "moves", *shuffle.split(), *shuffle.split()], None)
+    state = position.state
+    assert int(state.ply) == 36 + 8 and int(state.start_move_number) == 1
+    assert notation.to_sfen(state).endswith(" 45")
+    # The start position recurs after 4 and 8 moves: a third occurrence, not yet a fourth.
+    for repetitions, expected in ((3, True), (4, False)):
+        repeated, _ = endings.repetition_outcome(state.history, state.check_history, state.ply, repetitions=repetitions)
+        assert bool(repeated) is expected
 
 
 def _policy_score(engine) -> int:
@@ -649,6 +679,47 @@ def test_cshogi_client_plays_a_legal_game(fresh):
     assert fresh.isready(30) == ["readyok"]
 
 
+def test_cshogi_match_runner_plays_clean_games_at_one_second_byoyomi(fresh, workdir, fairy_stockfish, tmp_path):
+    """A match runner this project did not write (``python -m cshogi.cli``), as it comes:
+    it starts ``scripts/azshogi-usi`` (checkpoint from the environment) once per game against
+    fairy-stockfish at 1 s byoyomi; no illegal move, no time loss. Only the game length is
+    shortened (``--draw``, 256 by default) to keep the suite short."""
+    env = dict(os.environ, AZSHOGI_CHECKPOINT=str(workdir))
+    result = subprocess.run(
+        [sys.executable, "-m", "cshogi.cli", str(WRAPPER), fairy_stockfish, "--options1", f"Simulations:{SIMULATIONS}",
+         "--games", "2", "--byoyomi", "1000", "--draw", "24", "--csa", str(tmp_path)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=LOAD_TIMEOUT,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    endings = [line for line in result.stdout.splitlines() if line.startswith("まで")]
+    assert len(endings) == 2, result.stdout[-3000:]
+    assert not any("反則" in line or "切れ負け" in line for line in endings), endings  # illegal, time loss
+    records = sorted(tmp_path.glob("*.csa"))
+    assert len(records) == 2 and all("azshogi" in r.read_text() for r in records)
+
+
+def test_report_teacher_measures_a_snapshots_policy(workdir, tmp_path):
+    """``report teacher`` on the zeroed snapshot: equal logits, so its move is the first
+    legal action, and it agrees where the teacher's move is that one."""
+    import numpy as np
+
+    from az import teacher
+    from az.play import report
+    from envs import env
+
+    out = tmp_path / "teacher.png"
+    spec = f"{workdir}@{ZEROED_STEP}"
+    assert report.main(["teacher", spec, "--simulations", "0", "--positions", "16", "--out", str(out)]) == 0
+    summary = json.loads(out.with_suffix(".json").read_text())
+    row = summary["results"][spec]["policy"]["all"]
+    shipped = teacher.load()
+    held = shipped.select(shipped.heldout).select(np.arange(16))
+    games, best = teacher.to_device(held, env.Rules())
+    first_legal = np.argmax(np.asarray(games.legal_action_mask), axis=1)
+    assert row["positions"] == 16 and row["agreement"] == np.mean(first_legal == np.asarray(best))
+    assert row["low"] <= row["agreement"] <= row["high"] and out.exists()
+
+
 # Slow: compiles more search sizes ---------------------------------------------------
 
 
@@ -666,6 +737,35 @@ def test_go_nodes_compiles_another_size_and_its_pv_is_legal(fresh):
         parsed = board.move_from_usi(m)
         assert parsed and board.is_legal(parsed), f"pv {pv}: {m} is illegal in {board.sfen()}"
         board.push(parsed)
+
+
+def _search_score(engine, position: str) -> int:
+    engine.send(f"position {position}")
+    move, lines = engine.go(f"go nodes {SIMULATIONS}")
+    assert_legal(position, move)
+    words = info_lines(lines)[-1].split()
+    return int(words[words.index("cp") + 1])
+
+
+@pytest.mark.slow
+def test_max_moves_to_draw_is_a_draw_in_the_tree(fresh):
+    """At move 300 of a game limited to 300 plies every move ends it drawn: the search's
+    score is 0 exactly, where the untrained network's own values are not."""
+    position = "sfen lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 300"
+    fresh.send("setoption name CheckpointStep value 0")
+    assert fresh.isready(LOAD_TIMEOUT)[-1] == "readyok"
+    try:
+        assert _search_score(fresh, position) != 0
+        fresh.send("setoption name MaxMovesToDraw value 300")
+        assert fresh.isready(LOAD_TIMEOUT)[-1] == "readyok"
+        assert _search_score(fresh, position) == 0
+        fresh.send("setoption name Draw_Ply value 301")  # one more ply: the network's values again
+        assert fresh.isready(LOAD_TIMEOUT)[-1] == "readyok"
+        assert _search_score(fresh, position) != 0
+    finally:
+        fresh.send("setoption name MaxMovesToDraw value 0")
+        fresh.send("setoption name CheckpointStep value latest")
+        assert fresh.isready(LOAD_TIMEOUT)[-1] == "readyok"
 
 
 @pytest.mark.slow

@@ -7,10 +7,17 @@ sequential halving and no Gumbel noise, greedily, as in the paper's evaluation, 
 mate in one without a search. Searches are compiled ahead of time, once per (config,
 simulations, batch, ply limit, PV length), and shared by every agent of that config:
 matches, reports and the USI engine take them from here.
+
+Where JAX's persistent compilation cache is on (training and the engine point it at the
+workdir's ``jax_cache``), each compiled search is also kept there as a serialized
+executable, keyed by its shape, the backend and a digest of this package's source: a
+later process (the engine's next start) loads it without tracing or compiling.
 """
 
 import dataclasses
 import functools
+import hashlib
+import os
 import threading
 
 import jax
@@ -81,7 +88,15 @@ class Agent:
         )
         games = jax.eval_shape(lambda: stack_states([example_state(history)] * batch))
         key = jax.eval_shape(lambda: jax.random.PRNGKey(0))
-        return jax.jit(search).lower(self.params, key, games).compile()
+        path = _executable_path((self.config.to_json(), num_simulations, batch, history, max_length, pv_length))
+        trees = (jax.tree.structure(((self.params, key, games), {})), _RESULT_TREE)
+        compiled = _load_executable(path, *trees)
+        if compiled is None:
+            hits = _cache_hits()
+            compiled = jax.jit(search).lower(self.params, key, games).compile()
+            if _cache_hits() == hits:  # compiled here: one read back from JAX's cache does not serialize whole
+                _save_executable(path, compiled, *trees)
+        return compiled
 
     def choose_actions(self, states: list[env.State], *, num_simulations: int, rng_key: Array, pad_to: int) -> list[int]:
         """The moves (actions) of one batched search over match ``states``, padded to
@@ -93,6 +108,84 @@ class Agent:
         search = self.search(num_simulations, batch=pad_to, history=history)
         result = search(self.params, rng_key, stack_states(batch))
         return [int(a) for a in np.asarray(result.action)[: len(states)]]
+
+
+@functools.lru_cache(maxsize=1)
+def _source_digest() -> str:
+    """A digest of the Python source of ``az`` and ``envs``: an executable compiled by
+    other code is never loaded."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    digest = hashlib.sha256()
+    for package in ("az", "envs"):
+        for directory, _, files in sorted(os.walk(os.path.join(root, package))):
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    with open(os.path.join(directory, name), "rb") as f:
+                        digest.update(name.encode() + f.read())
+    return digest.hexdigest()
+
+
+def _executable_path(shape: tuple) -> str | None:
+    """Where a compiled search of ``shape`` is kept, or None without a compilation cache."""
+    directory = jax.config.jax_compilation_cache_dir
+    if not directory:
+        return None
+    device = jax.devices()[0]
+    key = repr((shape, jax.__version__, device.platform, device.device_kind, _source_digest()))
+    name = hashlib.sha256(key.encode()).hexdigest()[:32]
+    return os.path.join(directory, "azshogi_executables", f"{name}.bin")
+
+
+_HITS = [0]
+
+
+def _cache_hits() -> int:
+    """How many compiles JAX's persistent cache has answered in this process so far."""
+    if not _HITS[0]:
+        def count(event: str, **kwargs):
+            if event == "/jax/compilation_cache/cache_hits":
+                _HITS[1] += 1
+
+        _HITS[:] = [1, 0]
+        jax.monitoring.register_event_listener(count)
+    return _HITS[1]
+
+
+# The structure of every search's output (all of SearchResult's fields are arrays).
+_RESULT_TREE = jax.tree.structure(search_lib.SearchResult(**{f.name: 0 for f in dataclasses.fields(search_lib.SearchResult)}))
+
+
+def _load_executable(path: str | None, in_tree, out_tree):
+    """The executable serialized at ``path`` (bytes only: its trees are rebuilt here, so the
+    file is never unpickled), or None."""
+    if path is None or not os.path.exists(path):
+        return None
+    from jax.experimental import serialize_executable
+
+    try:
+        with open(path, "rb") as f:
+            payload = f.read()
+        return serialize_executable.deserialize_and_load(payload, in_tree, out_tree)
+    except Exception:  # unreadable or from another jaxlib: compile instead (and overwrite it)
+        return None
+
+
+def _save_executable(path: str | None, compiled, in_tree, out_tree) -> None:
+    if path is None:
+        return
+    from jax.experimental import serialize_executable
+
+    try:
+        payload, saved_in, saved_out = serialize_executable.serialize(compiled)
+        if (saved_in, saved_out) != (in_tree, out_tree):  # loading could not rebuild them
+            return
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        temporary = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(temporary, "wb") as f:
+            f.write(payload)
+        os.replace(temporary, path)  # atomic: a concurrent reader sees all of it or nothing
+    except Exception:  # a backend that cannot serialize, a read-only cache: only slower starts
+        pass
 
 
 _COMPILED: dict = {}

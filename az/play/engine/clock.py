@@ -2,8 +2,8 @@
 
 Under ``isready`` the engine measures the network's time per evaluation and the
 search's time per simulation (``Speed``, updated after every timed search). A ``go``
-with a clock gets the budget ``remaining / 40 + increment + byoyomi`` (never more than
-``remaining + byoyomi``; ``movetime`` is taken as given) minus ``NetworkDelay``, and
+with a clock gets the budget ``remaining / min(40, own moves before MaxMovesToDraw) +
+increment + byoyomi`` (never more than ``remaining + byoyomi``; ``movetime`` is taken as given) minus ``NetworkDelay``, and
 searches with the most simulations whose estimated time (x1.25) fits, among the sizes of
 the ladder ``Simulations, Simulations/2, ...`` already compiled; none fits: the policy
 network's move.
@@ -17,8 +17,9 @@ TIME_SAFETY = 1.25  # estimated search time is multiplied by this
 MOVES_TO_GO = 40  # a clock's remaining time is spent as if this many moves remain
 
 
-def time_budget_ms(go: GoCommand, color: int) -> float | None:
-    """Milliseconds this move may take by the clock (None: no limit), before NetworkDelay."""
+def time_budget_ms(go: GoCommand, color: int, moves_left: int | None = None) -> float | None:
+    """Milliseconds this move may take by the clock (None: no limit), before NetworkDelay.
+    ``moves_left``: the mover's moves before the game's ply limit (None: no limit)."""
     if go.infinite or not go.timed:
         return None
     if go.movetime is not None:
@@ -26,7 +27,8 @@ def time_budget_ms(go: GoCommand, color: int) -> float | None:
     remaining = (go.btime if color == 0 else go.wtime) or 0
     increment = (go.binc if color == 0 else go.winc) or 0
     byoyomi = go.byoyomi or 0
-    budget = remaining / MOVES_TO_GO + increment + byoyomi
+    moves_to_go = MOVES_TO_GO if moves_left is None else max(1, min(MOVES_TO_GO, moves_left))
+    budget = remaining / moves_to_go + increment + byoyomi
     return float(min(budget, remaining + byoyomi))
 
 

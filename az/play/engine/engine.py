@@ -19,8 +19,11 @@ Protocol
   lines meanwhile, a keep-alive for GUIs with a timeout).
   Options: ``Simulations`` (spin, 800), ``Checkpoint`` (string, WORKDIR[@STEP]),
   ``CheckpointStep`` (string, ``latest`` or a step; reloads on the next ``isready``),
-  ``NetworkDelay`` (spin, ms kept back from every time budget, 120).
-  ``USI_Hash`` and ``USI_Ponder`` are accepted and ignored.
+  ``NetworkDelay`` (spin, ms kept back from every time budget, 120), ``MaxMovesToDraw``
+  (spin, 0 = no limit; ``Draw_Ply`` is its alias, as some runners name it): the game's
+  ply limit, a draw in the search tree and the horizon of the clock. ``Threads`` (one
+  search thread drives the device; the value is ignored), ``USI_Hash`` and
+  ``USI_Ponder`` are accepted and ignored.
   ``position startpos|sfen ... [moves ...]``: the moves are played through the
   environment, so repetition history counts; a position extending the previous one only
   plays the new moves. A malformed position, bad SFEN or illegal move gets ``info string
@@ -105,6 +108,7 @@ from az.play.engine.protocol import (
 )
 
 KEEPALIVE_S = 5.0  # isready prints a progress line at least this often
+MAX_MOVES_TO_DRAW = 100_000
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
@@ -235,6 +239,7 @@ class Engine:
         self.step_option = "latest"
         self.simulations = simulations
         self.network_delay_ms = network_delay_ms
+        self.max_moves = 0  # MaxMovesToDraw: the game's ply limit, 0: none
         self.cache_dir = cache_dir  # "" disables the compilation cache, None: the workdir's
         self.model = None  # model.Model once a snapshot is loaded (model.HeuristicModel: weights)
         self.load_error: str | None = None
@@ -270,6 +275,8 @@ class Engine:
             f"option name Checkpoint type string default {checkpoint}",
             f"option name CheckpointStep type string default {self.step_option}",
             f"option name NetworkDelay type spin default {self.network_delay_ms} min 0 max 60000",
+            f"option name MaxMovesToDraw type spin default {self.max_moves} min 0 max {MAX_MOVES_TO_DRAW}",
+            "option name Threads type spin default 1 min 1 max 1024",
             "usiok",
         )
 
@@ -294,7 +301,11 @@ class Engine:
                 self.step_option = str(int(value))
             else:
                 raise ValueError(f"option CheckpointStep: {value!r} is neither 'latest' nor a step number")
-        elif key in ("usi_hash", "usi_ponder"):
+        elif key in ("maxmovestodraw", "draw_ply"):
+            self.max_moves = int_option(name, value, 0, MAX_MOVES_TO_DRAW)
+            if self.model is not None:
+                self.model.max_plies = self.max_moves  # its searches compile on the next isready
+        elif key in ("threads", "usi_hash", "usi_ponder"):
             pass
         else:
             self.out(f"info string unknown option: {name}")
@@ -361,7 +372,7 @@ class Engine:
             job.request_answer()
             return
         state = job.position.state if job.position is not None else None
-        budget = clock.time_budget_ms(job.go, int(state.current_player)) if state is not None else None
+        budget = self._budget_ms(job.go, state) if state is not None else None
         if budget is not None:
             job.set_deadline((budget - self.network_delay_ms) / 1000.0)
 
@@ -441,7 +452,7 @@ class Engine:
             self.out(f"info string loading {spec}")
             self._enable_cache(workdir_lib.parse_spec(spec)[0])
             try:
-                self.model = _model().Model(spec)
+                self.model = _model().Model(spec, max_plies=self.max_moves)
             except ValueError as e:  # AgentError
                 self.load_error = one_line(e)
             except Exception as e:  # a corrupt snapshot, an orbax error: still one line
@@ -451,6 +462,12 @@ class Engine:
                 return None
             self.load_error = None
         return self.model
+
+    def _budget_ms(self, go: GoCommand, state) -> float | None:
+        moves_left = None
+        if self.max_moves:  # own moves before the game's ply limit
+            moves_left = max(1, (self.max_moves - int(state.ply) + 1) // 2)
+        return clock.time_budget_ms(go, int(state.current_player), moves_left=moves_left)
 
     def think(self, job: Job):
         """Runs in the job's thread: stores a fallback, then the result."""
@@ -474,7 +491,7 @@ class Engine:
             job.store(result=model.answer(out, state, time.monotonic() - job.received))
             return
         go = job.go
-        budget_ms = clock.time_budget_ms(go, int(state.current_player))
+        budget_ms = self._budget_ms(go, state)
         fallback_out = model.evaluate(0, state)  # one evaluation: the answer to an early stop
         fallback = model.answer(fallback_out, state, time.monotonic() - job.received)
         job.store(fallback=fallback)

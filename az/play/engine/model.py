@@ -6,9 +6,11 @@ The engine imports this module on the first command that needs it (``position``,
 load here.
 
 Positions are parsed with rules under which only "no legal move" ends a game (the GUI
-is the referee). The search tree uses the agent's rules (declaration, repetition within
-its ``history_window``) but no ply limit, since a GUI's game can be longer than the
-training's ``max_length`` and the network does not see the ply.
+is the referee), their plies counted from the game's first move (an SFEN's move number
+N means N - 1 plies before it). The search tree uses the agent's rules (declaration,
+repetition within its ``history_window``) and the GUI's ply limit, ``MaxMovesToDraw``
+(a move that reaches it without a mate is a draw in the tree); 0, the default, means no
+limit (a GUI's game can be longer than the training's ``max_length``).
 """
 
 import dataclasses
@@ -43,9 +45,25 @@ def parse_position(args: list[str], previous: Position | None) -> Position:
     if previous is not None and previous.sfen == sfen and moves[: len(previous.moves)] == previous.moves:
         state, done = previous.state, len(previous.moves)
     else:
-        state, done = notation.from_sfen(sfen, PARSE_RULES), 0
+        state, done = counted_from_move_one(notation.from_sfen(sfen, PARSE_RULES)), 0
     state = notation.play_moves(state, moves[done:], PARSE_RULES, first_number=done + 1)
     return Position(sfen, moves, state)
+
+
+def counted_from_move_one(state: env.State) -> env.State:
+    """A freshly set-up position (ply 0, move number N) with its ply counted from the
+    game's first move instead: ply N - 1, move number 1, its hash in that ply's history
+    slot (the earlier slots stay empty, as for a game whose moves are unknown)."""
+    before = int(state.start_move_number) - 1
+    if before <= 0:
+        return state
+    slots = state.history.shape[0]
+    history = np.zeros_like(np.asarray(state.history))
+    history[before % slots] = np.asarray(state.history)[0]
+    check_history = np.zeros_like(np.asarray(state.check_history))
+    check_history[before % slots] = np.asarray(state.check_history)[0]
+    return state._replace(x=state.x._replace(step_count=jax.numpy.int32(before)), history=jax.numpy.asarray(history),
+                          check_history=jax.numpy.asarray(check_history), start_move_number=jax.numpy.int32(1))
 
 
 def has_legal_move(state: env.State) -> bool:
@@ -67,18 +85,25 @@ class Model:
     _background: threading.Thread | None = None
     _background_lock = threading.Lock()
 
-    def __init__(self, spec: str):
+    def __init__(self, spec: str, max_plies: int = 0):
         self.spec = spec
         self.agent = agent_lib.load_agent(spec)
         self.speed: Speed | None = None
+        self.max_plies = max_plies  # the game's ply limit (MaxMovesToDraw); 0: none
+
+    @property
+    def _tree_limit(self) -> int:
+        return self.max_plies or UNLIMITED_PLIES
 
     def _search(self, n: int):
-        return self.agent.search(n, batch=1, history=PARSE_RULES.history, max_length=UNLIMITED_PLIES,
+        return self.agent.search(n, batch=1, history=PARSE_RULES.history, max_length=self._tree_limit,
                                  pv_length=PV_LENGTH)
 
     def prepared(self, simulations: int) -> bool:
-        """``prepare(simulations)`` has nothing left to do."""
-        return self.speed is not None and simulations in self.compiled_sizes()
+        """``prepare(simulations)`` has nothing left to do (for the current ply limit)."""
+        compiled = self.agent.compiled_simulations(batch=1, history=PARSE_RULES.history, max_length=self._tree_limit,
+                                                   pv_length=PV_LENGTH)
+        return self.speed is not None and {0, simulations} <= compiled
 
     def summary(self, simulations: int, search_s: float) -> str:
         """One line on what ``prepare`` loaded and measured."""
@@ -89,7 +114,7 @@ class Model:
 
     def compiled_sizes(self) -> set[int]:
         """Simulation counts (> 0) whose search is compiled."""
-        return self.agent.compiled_simulations(batch=1, history=PARSE_RULES.history, max_length=UNLIMITED_PLIES,
+        return self.agent.compiled_simulations(batch=1, history=PARSE_RULES.history, max_length=self._tree_limit,
                                                pv_length=PV_LENGTH) - {0}
 
     def compile_in_background(self, n: int):
@@ -171,6 +196,7 @@ class HeuristicModel:
     """
 
     fixed_size = True
+    max_plies = 0  # a search of depth <= 2 needs no ply limit
 
     def __init__(self, path: str, depth: int, seed: int = 0):
         from az.classical import heuristic
