@@ -15,6 +15,7 @@ JAX or orbax at module level, so the USI engine parses specs before loading anyt
 
 import json
 import os
+import sys
 
 SNAPSHOTS = "snapshots"
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -68,7 +69,39 @@ def _ranges(steps: list[int]) -> str:
     return ", ".join(map(str, steps)) if len(steps) <= 8 else f"{steps[0]}, {steps[1]}, ..., {steps[-1]}"
 
 
-SNAPSHOT_ITEMS = ("params", "ema_params", "config")
+SNAPSHOT_ITEMS = ("params", "ema_params", "config", "version")
+SNAPSHOT_FORMAT = 1  # raised when a snapshot's layout changes; older ones stay readable
+
+
+def package_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("azshogi")
+    except Exception:  # not installed (a bare checkout on sys.path)
+        return "unknown"
+
+
+def fill_config_defaults(saved: dict) -> tuple[dict, list[str]]:
+    """An older run's config with the fields added since filled from ``configs/default.py``
+    (new fields default to the behaviour before them): (config dict, the fields filled)."""
+    from configs import default
+
+    filled = []
+
+    def merge(into: dict, defaults: dict, prefix: str):
+        for key, value in defaults.items():
+            if isinstance(value, dict):
+                if not isinstance(into.get(key), dict):
+                    into[key] = {}
+                merge(into[key], value, f"{prefix}{key}.")
+            elif key not in into:
+                into[key] = value
+                filled.append(f"{prefix}{key} = {value!r}")
+
+    merged = json.loads(json.dumps(saved))
+    merge(merged, json.loads(default.get_config().to_json()), "")
+    return merged, filled
 
 
 def save_snapshot(workdir: str, step: int, params, config, ema_params=None) -> None:
@@ -84,7 +117,8 @@ def save_snapshot(workdir: str, step: int, params, config, ema_params=None) -> N
         options=ocp.CheckpointManagerOptions(create=True, enable_async_checkpointing=False),
         item_names=SNAPSHOT_ITEMS,
     )
-    items = {"params": ocp.args.StandardSave(params), "config": ocp.args.JsonSave(json.loads(config.to_json()))}
+    items = {"params": ocp.args.StandardSave(params), "config": ocp.args.JsonSave(json.loads(config.to_json())),
+             "version": ocp.args.JsonSave({"azshogi": package_version(), "format": SNAPSHOT_FORMAT})}
     if ema_params is not None:
         items["ema_params"] = ocp.args.StandardSave(ema_params)
     try:
@@ -108,17 +142,33 @@ def load_snapshot(spec: str):
 
     workdir, step = parse_spec(spec)
     step = snapshot_steps(workdir)[-1] if step is None else step
+    where = os.path.join(snapshot_dir(workdir), str(step))
     manager = ocp.CheckpointManager(snapshot_dir(workdir), item_names=SNAPSHOT_ITEMS)
     try:
+        if os.path.isdir(os.path.join(where, "version")):
+            stamp = manager.restore(step, args=ocp.args.Composite(version=ocp.args.JsonRestore()))["version"]
+            if stamp.get("format", 0) > SNAPSHOT_FORMAT:
+                raise SnapshotError(f"checkpoint {spec!r}: made by azshogi {stamp.get('azshogi')} in snapshot format "
+                                    f"{stamp['format']}; this azshogi ({package_version()}) reads up to "
+                                    f"{SNAPSHOT_FORMAT}: update it")
         saved = manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore()))["config"]
+        saved, filled = fill_config_defaults(saved)
+        if filled:
+            print(f"note: {spec} predates config field(s) {', '.join(filled)}; using their defaults", file=sys.stderr)
         config = ml_collections.ConfigDict(_tuples(saved))
         config.distributed = False
         network = network_lib.make_network(config)
         abstract = jax.eval_shape(lambda key: network_lib.init_params(network, key), jax.random.PRNGKey(0))
         device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
         abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=device), abstract)
-        item = "ema_params" if os.path.isdir(os.path.join(snapshot_dir(workdir), str(step), "ema_params")) else "params"
+        item = "ema_params" if os.path.isdir(os.path.join(where, "ema_params")) else "params"
         params = manager.restore(step, args=ocp.args.Composite(**{item: ocp.args.StandardRestore(abstract)}))[item]
+    except SnapshotError:
+        raise
+    except Exception as e:  # whatever a damaged or foreign snapshot makes orbax or flax raise
+        detail = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+        raise SnapshotError(f"checkpoint {spec!r}: snapshot {where} cannot be read ({type(e).__name__}: {detail}); "
+                            "it is damaged or not an azshogi snapshot") from None
     finally:
         manager.close()
     return config, params, step

@@ -1,7 +1,7 @@
 """Resumption after SIGKILL and SIGTERM, 4 devices against 1, two processes joined by
 jax.distributed, and where the replay is sampled: each runs in subprocesses (fresh JAX
 backends, forced CPU devices), a minute or more each on a 2-core CPU, so the whole-run
-ones but the SIGTERM test are slow (``make test-all``)."""
+ones are slow (``make test-all``)."""
 
 import json
 import os
@@ -76,7 +76,10 @@ def test_resume__after_sigkill_equals_uninterrupted_run(tmp_path, uninterrupted)
         np.testing.assert_array_equal(value, reference[name], err_msg=name)
 
 
+@pytest.mark.slow
 def test_resume__sigterm_saves_and_exits_cleanly(tmp_path):
+    """As a preemption: a real process, its exit status (tests/test_trainer.py covers the
+    same in-process in the normal suite)."""
     workdir = tmp_path / "work"
     # The smoke preset's self-play switches off: a plain iteration compiles in half the time.
     plain = ["--config.search.mate_in_one=False", "--config.selfplay.full_search_fraction=1.0",

@@ -127,6 +127,15 @@ def test_train__smoke_preset_trains_two_iterations(smoke_runs, name):
     # Every scheme of the start spec has its outcome counters.
     for scheme in run.trainer.scheme_names:
         assert f"selfplay/scheme/{scheme}/draw" in m
+    # Teacher agreement every config.teacher.every_iterations (2): iteration 2 only.
+    assert config.teacher.every_iterations == 2
+    assert "teacher/top1" not in lines[0]
+    teacher_line = lines[1]
+    for key in ("top1", "top3", "value_sign_accuracy"):
+        assert 0 <= teacher_line[f"teacher/{key}"] <= 1
+    assert teacher_line["teacher/top1"] <= teacher_line["teacher/top3"]
+    assert -1 <= teacher_line["teacher/value_rank_correlation"] <= 1
+    assert teacher_line["teacher/seconds"] > 0
 
 
 @pytest.fixture(scope="module")
@@ -213,7 +222,9 @@ def test_train__metrics_have_diversity_histograms_and_end_reasons(smoke_runs, ba
 
 def test_resume__continues_exactly_moving_average_included(smoke_runs, base_continued, tmp_path, monkeypatch):
     """Six iterations straight equal two, a checkpoint, a restore and four more (the
-    fixture), parameters and their moving average alike; the snapshot keeps the average."""
+    fixture), parameters and their moving average alike; the snapshot keeps the average.
+    The straight run measured the teacher set at 2, 4 and 6 and the fixture never did:
+    measuring does not touch training."""
     trainer = smoke_runs("base").trainer
     monkeypatch.setattr(trainer_lib, "make_trainer", lambda config, mesh: trainer)  # no second compile
     config = smoke_config("base")
@@ -224,6 +235,7 @@ def test_resume__continues_exactly_moving_average_included(smoke_runs, base_cont
     finally:
         checkpointer.close()
     _, resumed = base_continued
+    assert [line["iteration"] for line in read_jsonl(tmp_path) if "teacher/top1" in line] == [2, 4, 6]
     assert int(straight.iteration) == int(resumed.iteration) == 6
     assert config.learner.ema_decay > 0 and straight.ema_params is not None
     for a, b in zip(jax.tree.leaves((straight.params, straight.ema_params)),
@@ -303,3 +315,100 @@ def test_train__non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint
         loop.train(config, str(tmp_path), max_iterations=4)
     assert checkpoint_steps(tmp_path) == [0, 1]  # no checkpoint of the diverged state
     assert [line["iteration"] for line in read_jsonl(tmp_path)] == [1]
+
+
+def _drop_saved_field(directory, section: str) -> int:
+    """Removes ``section`` from every JSON config orbax saved under ``directory`` (as a run
+    made before that field existed); returns how many files changed."""
+    changed = 0
+    for root, _, files in os.walk(directory):
+        for name in files:
+            path = os.path.join(root, name)
+            try:
+                with open(path, encoding="utf-8") as f:
+                    saved = json.load(f)
+            except (UnicodeDecodeError, ValueError):
+                continue
+            if isinstance(saved, dict) and section in saved and "selfplay" in saved:
+                del saved[section]
+                with open(path, "w", encoding="utf-8") as f:
+                    json.dump(saved, f)
+                changed += 1
+    return changed
+
+
+def test_resume__a_run_older_than_a_config_field_resumes_with_it_noted(smoke_runs, tmp_path, monkeypatch, capsys):
+    trainer = smoke_runs("base").trainer
+    workdir = tmp_path / "old"
+    shutil.copytree(smoke_runs("base").workdir, workdir)
+    assert _drop_saved_field(workdir / "checkpoints" / "2" / "config", "teacher") == 1
+    assert _drop_saved_field(workdir / "snapshots" / "2" / "config", "teacher") == 1
+    monkeypatch.setattr(trainer_lib, "make_trainer", lambda config, mesh: trainer)  # no second compile
+    metrics = loop.train(smoke_config("base"), str(workdir), max_iterations=3)
+    assert metrics["positions"] == 3 * 8 * 8
+    out = capsys.readouterr().out
+    assert "predates config field(s) teacher.every_iterations = 2; teacher.positions = 64" in out
+    config, _, step = workdir_lib.load_snapshot(f"{workdir}@2")  # play fills the field too
+    assert step == 2 and config.teacher.every_iterations == 10
+    assert "predates config field(s) teacher.every_iterations = 10, teacher.positions = 0;" in capsys.readouterr().err
+
+
+def test_load_snapshot__damaged_or_newer_snapshots_are_one_line_errors(smoke_runs, tmp_path):
+    workdir = tmp_path / "damaged"
+    shutil.copytree(smoke_runs("base").workdir, workdir)
+    for item in ("params", "ema_params"):
+        for root, _, files in os.walk(workdir / "snapshots" / "2" / item):
+            for name in files:
+                with open(os.path.join(root, name), "wb") as f:
+                    f.write(b"\x00garbage")
+    with pytest.raises(workdir_lib.SnapshotError, match=r"snapshot .*2 cannot be read .*damaged") as error:
+        workdir_lib.load_snapshot(f"{workdir}@2")
+    assert "\n" not in str(error.value)
+    # A snapshot of a future format names both versions.
+    version_dir = workdir / "snapshots" / "0" / "version"
+    for path in [os.path.join(r, n) for r, _, files in os.walk(version_dir) for n in files]:
+        try:
+            with open(path, encoding="utf-8") as f:
+                stamp = json.load(f)
+        except (UnicodeDecodeError, ValueError):
+            continue
+        if isinstance(stamp, dict) and "format" in stamp:
+            assert stamp["format"] == workdir_lib.SNAPSHOT_FORMAT and stamp["azshogi"]
+            stamp["format"] = workdir_lib.SNAPSHOT_FORMAT + 1
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(stamp, f)
+            break
+    else:
+        pytest.fail(f"no version stamp under {version_dir}")
+    with pytest.raises(workdir_lib.SnapshotError, match=r"snapshot format 2; this azshogi .* reads up to 1"):
+        workdir_lib.load_snapshot(f"{workdir}@0")
+
+
+def test_train__sigterm_finishes_the_iteration_saves_and_returns(smoke_runs, tmp_path, monkeypatch, capsys):
+    """TPU preemption: SIGTERM during an iteration ends the run after it, with a checkpoint
+    of that iteration; running again resumes there (the base run's compiled iteration)."""
+    import signal
+
+    trainer = smoke_runs("base").trainer
+    calls = []
+
+    def preempted(state):
+        state, metrics = trainer.iteration(state)
+        calls.append(1)
+        if len(calls) == 1:  # during the first iteration
+            os.kill(os.getpid(), signal.SIGTERM)
+        return state, metrics
+
+    monkeypatch.setattr(trainer_lib, "make_trainer", lambda config, mesh: trainer._replace(iteration=preempted))
+    config = smoke_config("base")
+    config.checkpoint.every_iterations = 1000
+    before = signal.getsignal(signal.SIGTERM)
+    loop.train(config, str(tmp_path), max_iterations=5)
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is the caller's again
+    assert "SIGTERM: saved iteration 1 to" in capsys.readouterr().out
+    assert checkpoint_steps(tmp_path) == [0, 1]
+    assert [line["iteration"] for line in read_jsonl(tmp_path)] == [1]
+    monkeypatch.setattr(trainer_lib, "make_trainer", lambda config, mesh: trainer)
+    loop.train(config, str(tmp_path), max_iterations=2)
+    assert checkpoint_steps(tmp_path) == [0, 1, 2]
+    assert [line["iteration"] for line in read_jsonl(tmp_path)] == [1, 2]

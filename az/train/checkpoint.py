@@ -16,7 +16,7 @@ from az import workdir as workdir_lib
 
 # Fields that may change between a run and its resumption. Not budget_games: the learning
 # rate and the start phases follow games finished / budget_games.
-_MAY_CHANGE = ("checkpoint.", "distributed", "name")
+_MAY_CHANGE = ("checkpoint.", "distributed", "name", "teacher.")
 
 
 class CheckpointMismatch(ValueError):
@@ -34,16 +34,24 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 
 
 def config_differences(saved: dict, config: ml_collections.ConfigDict) -> list[str]:
-    """'field: saved -> now' for every field that differs and matters."""
+    """'field: saved -> now' for every field that differs and matters. A field the saved
+    config lacks (added to azshogi since) is not a difference: see ``new_fields``."""
     now = _flatten(json.loads(config.to_json()))
     before = _flatten(saved)
     diffs = []
     for key in sorted(set(now) | set(before)):
-        if key.startswith(_MAY_CHANGE):
+        if key.startswith(_MAY_CHANGE) or key not in before:
             continue
-        if now.get(key, "<missing>") != before.get(key, "<missing>"):
-            diffs.append(f"{key}: {before.get(key, '<missing>')!r} -> {now.get(key, '<missing>')!r}")
+        if now.get(key, "<missing>") != before[key]:
+            diffs.append(f"{key}: {before[key]!r} -> {now.get(key, '<missing>')!r}")
     return diffs
+
+
+def new_fields(saved: dict, config: ml_collections.ConfigDict) -> list[str]:
+    """'field = value' for the fields of ``config`` that the saved config predates."""
+    now = _flatten(json.loads(config.to_json()))
+    before = _flatten(saved)
+    return [f"{key} = {now[key]!r}" for key in sorted(set(now) - set(before))]
 
 
 class Checkpointer:
@@ -78,6 +86,10 @@ class Checkpointer:
         step = self.latest_step() if step is None else step
         saved = self.manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore()))["config"]
         diffs = config_differences(saved, config)
+        added = new_fields(saved, config)
+        if added:
+            print(f"note: the checkpoint predates config field(s) {'; '.join(added)}: resuming with these values",
+                  flush=True)
         if diffs:
             raise CheckpointMismatch(
                 f"{self.directory} holds step {step} of a different config ({'; '.join(diffs)}); "
