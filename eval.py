@@ -1,5 +1,6 @@
-"""Evaluates a checkpoint: a match against an engine or another checkpoint, with Elo,
-per-opening scores, game records, and the paper's plots.
+"""Evaluates a checkpoint by a match against an engine, a baseline player or another checkpoint.
+
+Writes Elo with its interval, per-opening scores, game records (KIF, CSA) and the paper's plots.
 
     python eval.py --checkpoint runs/x[@STEP] --opponent usi:/usr/games/fairy-stockfish?nodes=1000 \
         --openings data/openings.tsv --out eval/x_vs_fs1k

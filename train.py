@@ -1,6 +1,8 @@
 """Trains a shogi agent by Gumbel AlphaZero self-play, resuming from --workdir.
 
-    python train.py --config configs/shogi816k.py[:smoke|:cpu] --workdir runs/x [--config.FIELD=VALUE]
+    python train.py --config configs/shogi816k.py[:smoke|:cpu|:gpu] --workdir runs/x [--config.FIELD=VALUE]
+
+Presets: none (the paper's scale), gpu (one GPU), cpu (an hour on a CPU), smoke (tiny).
 """
 
 import sys
@@ -10,7 +12,7 @@ from ml_collections import config_flags
 
 from az import cli
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "config file, e.g. configs/shogi816k.py:smoke")
+_CONFIG = config_flags.DEFINE_config_file("config", None, "config file and preset, e.g. configs/shogi816k.py:cpu (presets: smoke, cpu, gpu; none: paper scale)")
 _WORKDIR = flags.DEFINE_string("workdir", None, "where checkpoints and metrics go; resumes from it")
 _MAX_ITERATIONS = flags.DEFINE_integer("max_iterations", None, "stop after this many iterations in total")
 _COORDINATOR = flags.DEFINE_string("coordinator_address", None, "multi-host: host:port of process 0")
