@@ -17,13 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: bench/device.sh OUTDIR [--quick] [--budget-s SECONDS] [--parts ...]}"
 shift
-if compgen -G ".whl/*.whl" >/dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/azshogi-site .whl/*.whl
-    export PYTHONPATH="/tmp/azshogi-site${PYTHONPATH:+:$PYTHONPATH}"
-fi
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-python=python3
-[ -x .venv/bin/python ] && python=.venv/bin/python
+source bench/device_env.sh
 # What ran: the card and the versions the numbers belong to.
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 "$python" -c 'import importlib.metadata as m, sys; print("python", sys.version.split()[0], *(f"{p} {m.version(p)}" for p in ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "chex", "mctx", "pgx", "cshogi")))'

@@ -14,13 +14,7 @@ out="${1:?usage: bench/gpu_training.sh OUTDIR [TRAIN_S] [GAMES]}"
 train_s="${2:-360}"
 games="${3:-108}"
 mkdir -p "$out"
-if compgen -G ".whl/*.whl" >/dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/azshogi-site .whl/*.whl
-    export PYTHONPATH="/tmp/azshogi-site${PYTHONPATH:+:$PYTHONPATH}"
-fi
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-python=python3
-[ -x .venv/bin/python ] && python=.venv/bin/python
+source bench/device_env.sh
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 run=runs/gpu_minutes
 rm -rf "$run"

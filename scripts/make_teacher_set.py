@@ -19,7 +19,7 @@ How it is made (everything follows from ``--seed``; the output does not depend o
    and a player for each side, independently: ``fs200`` / ``fs2000`` / ``fs20000``
    (fairy-stockfish at that many nodes, playing a uniformly random legal move instead with
    probability 0.15 at each of its turns; weights 0.25 / 0.3 / 0.3) or ``greedy`` (the
-   project's one-ply material player, ``az.play.players.material``, random tie-breaks;
+   project's one-ply material player, ``az.play.players.greedy_move``, random tie-breaks;
    weight 0.15). A game ends at mate (no legal move), at a repetition (cshogi's
    ``Board.is_draw()`` reports a draw or a perpetual check: the position occurred before)
    or after 256 plies. The positions of data/openings.tsv (the evaluation openings) are
@@ -172,25 +172,10 @@ def _search(position: str, nodes: int) -> tuple[str, list[str]]:
     return (parts[1] if len(parts) > 1 else ""), lines
 
 
-_material = None
-
-
 def _greedy_move(board: cshogi.Board, rng: random.Random) -> int:
-    global _material
-    if _material is None:
-        from az.play.players import material  # imports JAX: only in workers that play greedy games
+    from az.play.players import greedy_move  # imports JAX: only in workers that play greedy games
 
-        _material = material
-    me, best, best_moves = board.turn, None, []
-    for move in board.legal_moves:
-        board.push(move)
-        score = 10_000 if board.is_game_over() else _material(board, me)
-        board.pop()
-        if best is None or score > best:
-            best, best_moves = score, [move]
-        elif score == best:
-            best_moves.append(move)
-    return rng.choice(best_moves)
+    return greedy_move(board, rng)
 
 
 def play_game(args) -> dict:

@@ -136,19 +136,23 @@ def _executable_path(shape: tuple) -> str | None:
     return os.path.join(directory, "azshogi_executables", f"{name}.bin")
 
 
-_HITS = [0]
+_cache_hit_count = 0
+_listening = False
+
+
+def _count_cache_hits(event: str, **kwargs):
+    global _cache_hit_count
+    if event == "/jax/compilation_cache/cache_hits":
+        _cache_hit_count += 1
 
 
 def _cache_hits() -> int:
     """How many compiles JAX's persistent cache has answered in this process so far."""
-    if not _HITS[0]:
-        def count(event: str, **kwargs):
-            if event == "/jax/compilation_cache/cache_hits":
-                _HITS[1] += 1
-
-        _HITS[:] = [1, 0]
-        jax.monitoring.register_event_listener(count)
-    return _HITS[1]
+    global _listening
+    if not _listening:
+        jax.monitoring.register_event_listener(_count_cache_hits)
+        _listening = True
+    return _cache_hit_count
 
 
 # The structure of every search's output (all of SearchResult's fields are arrays).

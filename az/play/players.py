@@ -106,23 +106,28 @@ def material(board: cshogi.Board, color: int) -> int:
     return total
 
 
+def greedy_move(board: cshogi.Board, rng: random.Random) -> int:
+    """The greedy player's move (a cshogi move): the best material after one ply, a mating
+    move first, ties broken by ``rng``. ``board`` is left as it was."""
+    me = board.turn
+    best, best_moves = None, []
+    for move in board.legal_moves:
+        board.push(move)
+        score = 10_000 if board.is_game_over() else material(board, me)
+        board.pop()
+        if best is None or score > best:
+            best, best_moves = score, [move]
+        elif score == best:
+            best_moves.append(move)
+    return rng.choice(best_moves)
+
+
 class _GreedySession(Session):
     def __init__(self, seed: int):
         self.rng = random.Random(seed)
 
     def move(self, position: Position) -> str:
-        board = cshogi.Board(notation.to_sfen(position.state))
-        me = board.turn
-        best, best_moves = None, []
-        for move in board.legal_moves:
-            board.push(move)
-            score = 10_000 if board.is_game_over() else material(board, me)
-            board.pop()
-            if best is None or score > best:
-                best, best_moves = score, [move]
-            elif score == best:
-                best_moves.append(move)
-        return cshogi.move_to_usi(self.rng.choice(best_moves))
+        return cshogi.move_to_usi(greedy_move(cshogi.Board(notation.to_sfen(position.state)), self.rng))
 
 
 class FloorPlayer(Player):

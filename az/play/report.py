@@ -18,6 +18,7 @@ the teacher agreement the trainer logged, and with no --opponent only that.
 """
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -142,7 +143,12 @@ def plot_elo_curve(curves: dict, path: str, baseline: dict | None = None) -> Non
     ax_score.axhline(0.5, color="gray", lw=1, ls="--")
     ax_score.set_ylim(-0.02, 1.02)
     ax_score.set_ylabel("score (points per game)")
-    for ax in (ax_elo, ax_score):
+    _save_over_games(fig, (ax_elo, ax_score), path)
+
+
+def _save_over_games(fig, axes, path: str) -> None:
+    """Panels whose x axis is training games: label, legend, write the PNG."""
+    for ax in axes:
         ax.set_xlabel("training games")
         ax.legend(fontsize=7)
     fig.tight_layout()
@@ -341,7 +347,7 @@ def teacher_agreement(checkpoints: list[str], simulations: list[int], *, split: 
     chosen = teacher_set if split == "all" else teacher_set.select(getattr(teacher_set, split))
     if positions > 0:
         chosen = chosen.select(np.arange(min(positions, chosen.size)))
-    results, probes = {}, {}
+    results, probes, policies = {}, {}, {}
     for spec in checkpoints:
         agent = agent_lib.load_agent(spec)
         if agent.rules not in probes:
@@ -351,8 +357,11 @@ def teacher_agreement(checkpoints: list[str], simulations: list[int], *, split: 
         rows = {}
         for n in simulations:
             if n == 0:
-                rank, _, _ = jax.jit(lambda params, probe: agreement.per_position(
-                    agent.network.apply, params, probe, agent.rules))(agent.params, probe)
+                key = agent.config.to_json()  # one compile per network, whatever the snapshot
+                if key not in policies:
+                    policies[key] = jax.jit(functools.partial(agreement.per_position, agent.network.apply,
+                                                              rules=agent.rules))
+                rank, _, _ = policies[key](agent.params, probe)
                 hits = np.asarray(rank) == 0
                 label = "policy"
             else:
@@ -427,12 +436,7 @@ def plot_teacher_curve(workdirs: list[str], path: str) -> None:
     ax_policy.set_ylabel("policy agreement with the teacher, held-out (%)")
     ax_value.axhline(0.5, color="gray", lw=1, ls=":")
     ax_value.set_ylim(-0.05, 1.05)
-    for ax in (ax_policy, ax_value):
-        ax.set_xlabel("training games")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save_over_games(fig, (ax_policy, ax_value), path)
 
 
 def main(argv=None) -> int:
