@@ -7,4 +7,4 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 python=python3
-[ -x .venv/bin/python ] && python=.venv/bin/python
+if [ -x .venv/bin/python ]; then python=.venv/bin/python; fi
