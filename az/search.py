@@ -122,6 +122,11 @@ def with_mate_in_one(result: SearchResult, games: env.State, *, num_simulations:
     """A root with a mate in one plays it: the move, a one-hot policy and visits, Q and
     values +1 (the side to move wins)."""
     found, action = mate.mate_in_one(games)
+    return with_mate(result, found, action, num_simulations=num_simulations)
+
+
+def with_mate(result: SearchResult, found: Array, action: Array, *, num_simulations: int) -> SearchResult:
+    """``with_mate_in_one`` given the mates, ``mate.mate_in_one``'s (found [B], action [B])."""
     one_hot = jax.nn.one_hot(action, result.policy.shape[-1], dtype=jnp.bool_) & found[:, None]
     won = jnp.where(found, 1.0, 0.0)
     return result.replace(

@@ -5,8 +5,9 @@ without ``@STEP``; ``@0`` is the untrained network) and the config it was traine
 with (their moving average where the run kept one). It plays Gumbel search with
 sequential halving and no Gumbel noise, greedily, as in the paper's evaluation, and a
 mate in one without a search. Searches are compiled ahead of time, once per (config,
-simulations, batch, ply limit, PV length), and shared by every agent of that config:
-matches, reports and the USI engine take them from here.
+simulations, batch, ply limit, PV length), and shared by every agent whose config gives
+the same program (network, rules, considered actions, repetition window: the variants of
+the paper share one): matches, reports and the USI engine take them from here.
 
 Where JAX's persistent compilation cache is on (training and the engine point it at the
 workdir's ``jax_cache``), each compiled search is also kept there as a serialized
@@ -17,6 +18,7 @@ later process (the engine's next start) loads it without tracing or compiling.
 import dataclasses
 import functools
 import hashlib
+import json
 import os
 import threading
 
@@ -29,7 +31,7 @@ from jax import Array
 from az import network as network_lib
 from az import search as search_lib
 from az import workdir as workdir_lib
-from envs import env, notation
+from envs import env, mate, notation
 
 MATCH_MAX_LENGTH = 256  # floodgate's ply limit, which matches use
 
@@ -53,6 +55,15 @@ class Agent:
     def rules(self) -> env.Rules:
         return search_lib.rules_from_config(self.config)
 
+    @functools.cached_property
+    def program(self) -> str:
+        """The config fields the playing search is built from (``_compile``), as JSON:
+        agents of runs that differ only in how they trained share their compiled searches."""
+        c = self.config
+        return json.dumps({"model": c.model.to_dict(), "declaration": c.env.declaration, "movegen": c.env.movegen,
+                           "considered": c.search.max_num_considered_actions,
+                           "history_window": c.search.history_window}, sort_keys=True)
+
     def search(self, num_simulations: int, *, batch: int, history: int, max_length: int = MATCH_MAX_LENGTH,
                pv_length: int = 1):
         """The compiled ``search(params, rng_key, games [batch]) -> SearchResult``.
@@ -61,7 +72,7 @@ class Agent:
         ``Rules.history``). ``max_length``: the game's ply limit as the tree sees it (a
         match's 256, or unlimited for a GUI's game), not the training run's.
         ``num_simulations`` 0 is the policy network's move."""
-        key = (self.config.to_json(), num_simulations, batch, history, max_length, pv_length)
+        key = (self.program, num_simulations, batch, history, max_length, pv_length)
         with _LOCK:
             lock = _KEY_LOCKS.setdefault(key, threading.Lock())
         with lock:  # one compile per key, also between threads
@@ -72,31 +83,46 @@ class Agent:
     def compiled_simulations(self, *, batch: int, history: int, max_length: int = MATCH_MAX_LENGTH,
                              pv_length: int = 1) -> set[int]:
         """The simulation counts whose search of this shape is compiled already."""
-        shape = (self.config.to_json(), batch, history, max_length, pv_length)
+        shape = (self.program, batch, history, max_length, pv_length)
         return {key[1] for key in list(_COMPILED) if (key[0], *key[2:]) == shape}
 
     def _compile(self, num_simulations: int, batch: int, history: int, max_length: int, pv_length: int):
-        search = search_lib.search_from_config(  # Gumbel without noise, whatever the run trained with
+        # Gumbel without noise, whatever the run trained with: every setting not fixed here
+        # is in ``program``. The root's mate in one is a program of its own, compiled once
+        # for every simulation count (it is most of a small search's compile).
+        tree = search_lib.search_from_config(
             self.config,
-            rules=dataclasses.replace(self.rules, max_length=max_length),
+            rules=dataclasses.replace(self.rules, max_length=max_length, history=history),
             algorithm="gumbel",
             num_simulations=num_simulations,
             gumbel_scale=0.0,
+            dirichlet_alpha=0.0,
+            dirichlet_fraction=0.0,
             pv_length=pv_length,
-            mate_in_one=self.rules.movegen == "dense",  # a mate in one is played without a search
+            mate_in_one=False,
             mate_in_tree=False,
         )
         games = jax.eval_shape(lambda: stack_states([example_state(history)] * batch))
         key = jax.eval_shape(lambda: jax.random.PRNGKey(0))
-        path = _executable_path((self.config.to_json(), num_simulations, batch, history, max_length, pv_length))
-        trees = (jax.tree.structure(((self.params, key, games), {})), _RESULT_TREE)
-        compiled = _load_executable(path, *trees)
-        if compiled is None:
-            hits = _cache_hits()
-            compiled = jax.jit(search).lower(self.params, key, games).compile()
-            if _cache_hits() == hits:  # compiled here: one read back from JAX's cache does not serialize whole
-                _save_executable(path, compiled, *trees)
-        return compiled
+        tree = _compiled_program((self.program, num_simulations, batch, history, max_length, pv_length), tree,
+                                 (self.params, key, games), _RESULT_TREE)
+        if self.rules.movegen != "dense":  # the mate detector needs the dense core
+            return tree
+        mate_key = ("mate", batch, history)
+        with _LOCK:
+            lock = _KEY_LOCKS.setdefault(mate_key, threading.Lock())
+        with lock:
+            if mate_key not in _COMPILED:
+                _COMPILED[mate_key] = _compiled_program(mate_key, mate.mate_in_one, (games,), _MATE_TREE)
+        find_mates = _COMPILED[mate_key]
+        with_mate = _with_mate(num_simulations)
+
+        def search(params, rng_key: Array, games: env.State) -> search_lib.SearchResult:
+            """A root with a mate in one plays it without a search (``search.with_mate``)."""
+            found, action = find_mates(games)
+            return with_mate(tree(params, rng_key, games), found, action)
+
+        return search
 
     def choose_actions(self, states: list[env.State], *, num_simulations: int, rng_key: Array, pad_to: int) -> list[int]:
         """The moves (actions) of one batched search over match ``states``, padded to
@@ -157,6 +183,7 @@ def _cache_hits() -> int:
 
 # The structure of every search's output (all of SearchResult's fields are arrays).
 _RESULT_TREE = jax.tree.structure(search_lib.SearchResult(**{f.name: 0 for f in dataclasses.fields(search_lib.SearchResult)}))
+_MATE_TREE = jax.tree.structure((0, 0))  # mate.mate_in_one: (found, action)
 
 
 def _load_executable(path: str | None, in_tree, out_tree):
@@ -190,6 +217,25 @@ def _save_executable(path: str | None, compiled, in_tree, out_tree) -> None:
         os.replace(temporary, path)  # atomic: a concurrent reader sees all of it or nothing
     except Exception:  # a backend that cannot serialize, a read-only cache: only slower starts
         pass
+
+
+def _compiled_program(shape: tuple, fn, args: tuple, out_tree):
+    """``jax.jit(fn)`` compiled for ``args`` (abstract values), or loaded where an earlier
+    process serialized the program of ``shape``."""
+    path = _executable_path(shape)
+    trees = (jax.tree.structure((args, {})), out_tree)
+    compiled = _load_executable(path, *trees)
+    if compiled is None:
+        hits = _cache_hits()
+        compiled = jax.jit(fn).lower(*args).compile()
+        if _cache_hits() == hits:  # compiled here: one read back from JAX's cache does not serialize whole
+            _save_executable(path, compiled, *trees)
+    return compiled
+
+
+@functools.lru_cache(maxsize=None)
+def _with_mate(num_simulations: int):
+    return jax.jit(functools.partial(search_lib.with_mate, num_simulations=num_simulations))
 
 
 _COMPILED: dict = {}
