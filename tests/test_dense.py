@@ -19,9 +19,9 @@ import pytest
 from envs import dense, env, movegen, notation
 from helpers import cshogi_moves, random_scattered_sfen
 
-# Positions per set: the normal suite checks 2,048 of each kind (one compiled shape),
+# Positions per set: the normal suite checks 1,024 of each kind (one compiled shape),
 # the slow suite 20,480 scattered and 4,096 crowded.
-SIZES = [pytest.param((2_048, 2_048), id="2k"), pytest.param((20_480, 4_096), id="full", marks=pytest.mark.slow)]
+SIZES = [pytest.param((1_024, 1_024), id="1k"), pytest.param((20_480, 4_096), id="full", marks=pytest.mark.slow)]
 
 
 def _mover_frame_arrays(sfens):
