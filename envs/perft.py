@@ -80,11 +80,16 @@ def perft_levels(sfen: str, depth: int, core: str = "dense"):
         yield int(masks.sum())
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--depth", type=int, default=3, help="deepest level to count (>= 1)")
     parser.add_argument("--sfen", default=notation.STARTPOS_SFEN, help="root position (default: the usual start)")
     parser.add_argument("--movegen", default="dense", choices=sorted(movegen.CORES), help="move generator")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.depth < 1:
         parser.error(f"--depth must be >= 1, got {args.depth}")

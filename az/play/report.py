@@ -439,9 +439,7 @@ def plot_teacher_curve(workdirs: list[str], path: str) -> None:
     _save_over_games(fig, (ax_policy, ax_value), path)
 
 
-def main(argv=None) -> int:
-    from az.play.usi_client import EngineFailure
-
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("curve", help="Elo over training games (Fig. 2)")
@@ -476,6 +474,13 @@ def main(argv=None) -> int:
     t.add_argument("--split", default="heldout", choices=("heldout", "fit", "all"))
     t.add_argument("--positions", type=int, default=0, help="the first N positions of the split (0: all)")
     t.add_argument("--out", default="teacher.png")
+    return parser
+
+
+def main(argv=None) -> int:
+    from az.play.usi_client import EngineFailure
+
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         if args.command == "curve":

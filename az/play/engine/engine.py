@@ -524,7 +524,7 @@ class Engine:
             self.job.cancel()
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m az.play.engine",
         description="USI engine for an azshogi checkpoint (--checkpoint) or for the classical heuristic player "
@@ -554,6 +554,11 @@ def main(argv=None) -> int:
         default=None,
         help="JAX compilation cache folder (default: WORKDIR/jax_cache; '' disables it)",
     )
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if not 1 <= args.simulations <= MAX_SIMULATIONS:
         parser.error(f"--simulations must be in [1, {MAX_SIMULATIONS}]")
