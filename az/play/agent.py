@@ -80,6 +80,16 @@ class Agent:
                 _COMPILED[key] = self._compile(num_simulations, batch, history, max_length, pv_length)
         return _COMPILED[key]
 
+    def serialized(self, num_simulations: int, *, batch: int, history: int, max_length: int = MATCH_MAX_LENGTH,
+                   pv_length: int = 1) -> bool:
+        """An earlier process left this search's programs serialized: ``search`` loads
+        rather than compiles them."""
+        shapes = [(self.program, num_simulations, batch, history, max_length, pv_length)]
+        if self.rules.movegen == "dense":
+            shapes.append(("mate", batch, history))
+        paths = [_executable_path(shape) for shape in shapes]
+        return all(path is not None and os.path.exists(path) for path in paths)
+
     def compiled_simulations(self, *, batch: int, history: int, max_length: int = MATCH_MAX_LENGTH,
                              pv_length: int = 1) -> set[int]:
         """The simulation counts whose search of this shape is compiled already."""

@@ -134,6 +134,13 @@ def weights_problem(path: str) -> str | None:
     return None
 
 
+def _warm_parser():
+    try:
+        _model().parse_position(["startpos", "moves", "7g7f"], None)
+    except Exception:
+        pass
+
+
 def _model():
     """The heavy half (``az.play.engine.model``): the one place this module imports it."""
     return importlib.import_module("az.play.engine.model")
@@ -403,10 +410,18 @@ class Engine:
         model = self._load_network() if self.heuristic is None else self._load_heuristic()
         if model is None:
             return
+        # The position's step: from JAX's cache beside searches loaded from disk, after
+        # searches that compile (compiles slow each other down). A failure shows at the first position.
+        parser = threading.Thread(target=_warm_parser, daemon=True, name="azshogi-parser")
+        quick = model.loads_quickly(self.simulations)
+        if quick:
+            parser.start()
         if not model.prepared(self.simulations):
             search_s = model.prepare(self.simulations, lambda msg: self.out(f"info string {msg}"))
             self.out(f"info string {ENGINE_NAME}: {model.summary(self.simulations, search_s)}")
-        _model().parse_position(["startpos", "moves", "7g7f"], None)  # compiles the position's step
+        if not quick:
+            parser.start()
+        parser.join()
 
     def _load_heuristic(self):
         """The heuristic's model (loaded once; retried after a failure), or None with the

@@ -99,6 +99,12 @@ class Model:
         return self.agent.search(n, batch=1, history=PARSE_RULES.history, max_length=self._tree_limit,
                                  pv_length=PV_LENGTH)
 
+    def loads_quickly(self, simulations: int) -> bool:
+        """The policy's and the ``simulations`` search's programs were serialized by an
+        earlier start: loading them overlaps well on two cores (compiling does not)."""
+        return all(self.agent.serialized(n, batch=1, history=PARSE_RULES.history, max_length=self._tree_limit,
+                                         pv_length=PV_LENGTH) for n in (0, simulations))
+
     def prepared(self, simulations: int) -> bool:
         """``prepare(simulations)`` has nothing left to do (for the current ply limit)."""
         compiled = self.agent.compiled_simulations(batch=1, history=PARSE_RULES.history, max_length=self._tree_limit,
@@ -156,16 +162,28 @@ class Model:
         """Compiles the policy and the ``simulations`` search, measures their speed; the
         search's seconds."""
         state = notation.from_sfen(notation.STARTPOS_SFEN, PARSE_RULES)
-        progress("compiling the policy network")
-        self.evaluate(0, state)
+        progress(f"compiling the policy network and the search ({simulations} simulations)")
+        timed = {}
+
+        def compile_search():
+            start = time.perf_counter()
+            self._search(simulations)
+            timed["compile_s"] = time.perf_counter() - start
+
+        if self.loads_quickly(simulations):  # both loaded at once
+            thread = threading.Thread(target=compile_search, daemon=True, name="azshogi-compile")
+            thread.start()
+            self.evaluate(0, state)
+            thread.join()
+        else:
+            self.evaluate(0, state)
+        if "compile_s" not in timed:  # not started, or it failed in the thread (its error reaches isready here)
+            compile_search()
+        compile_s = timed["compile_s"]
         start = time.perf_counter()
         for _ in range(3):
             self.evaluate(0, state)
         policy_s = (time.perf_counter() - start) / 3
-        progress(f"compiling the search ({simulations} simulations)")
-        start = time.perf_counter()
-        self._search(simulations)
-        compile_s = time.perf_counter() - start
         start = time.perf_counter()
         out = self.evaluate(simulations, state)
         search_s = time.perf_counter() - start
@@ -247,6 +265,9 @@ class HeuristicModel:
 
     def prepared(self, simulations: int) -> bool:
         return self.search_s is not None
+
+    def loads_quickly(self, simulations: int) -> bool:
+        return False  # its programs come from JAX's cache at best: nothing to overlap
 
     def prepare(self, simulations: int, progress) -> float:
         """Compiles the heuristic's blocks by evaluating the start position (``simulations``
