@@ -345,10 +345,16 @@ class Runner:
         self.children.append(evaluator)
         waiting = [v for v in self.plan.variants if not self.trained(v)]
         running: list[_Training] = []
+        evaluator_warned = False
         while (waiting or running) and not self.stopping:
             while waiting and shares:
                 running.append(_Training(self, waiting.pop(0), shares.pop(0)))
             time.sleep(1)
+            if evaluator.poll() not in (None, 0) and not evaluator_warned:  # said now, not after hours of training
+                evaluator_warned = True
+                log = os.path.join(self.workdir, "eval.log")
+                print(f"warning: the evaluator stopped (exit {evaluator.returncode}); training goes on, and a rerun "
+                      f"evaluates what it missed. The end of {log}:\n{_tail(log)}", file=sys.stderr, flush=True)
             for training in list(running):
                 training.poll()
                 if training.child.poll() is None:
