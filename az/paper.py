@@ -144,25 +144,9 @@ def variant_config(variant: str, preset: str):
 # --- what a variant's workdir says -----------------------------------------------------------
 
 
-def metrics_rows(run_dir: str) -> list[dict]:
-    """The run's metrics, the last row of each iteration (a resumed run repeats some)."""
-    path = os.path.join(run_dir, "metrics.jsonl")
-    if not os.path.exists(path):
-        return []
-    latest = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                row = json.loads(line)
-            except ValueError:  # a line cut by a kill
-                continue
-            latest[row["iteration"]] = row
-    return [latest[k] for k in sorted(latest)]
-
-
 def is_trained(run_dir: str, budget_games: int) -> bool:
     """The budget is spent and the last iteration's snapshot saved."""
-    rows = metrics_rows(run_dir)
+    rows = workdir_lib.metrics_rows(run_dir)
     return bool(rows) and rows[-1]["games_finished"] >= budget_games and \
         rows[-1]["iteration"] in workdir_lib.snapshot_steps(run_dir)
 
@@ -407,7 +391,7 @@ class Runner:
         for variant in self.plan.variants:
             run_dir, config = self.run_dir(variant), self.configs[variant]
             trained = self.trained(variant)
-            steps = evaluation_steps(metrics_rows(run_dir), workdir_lib.snapshot_steps(run_dir),
+            steps = evaluation_steps(workdir_lib.metrics_rows(run_dir), workdir_lib.snapshot_steps(run_dir),
                                      config.budget_games, self.plan.points, trained)
             total += self.plan.points if not trained else len(steps)
             done += sum(match_summary(match_dir(run_dir, opponent, s), self._games(steps, s, trained)) is not None
@@ -434,7 +418,7 @@ class _Training:
         env = runner.child_env() if share is None else dict(runner.child_env(), CUDA_VISIBLE_DEVICES=share)
         self.started = time.time()
         self.earlier_seconds = runner.timings.get(variant, 0.0)  # of sessions before this one
-        self.start_iteration = (metrics_rows(self.run_dir) or [{"iteration": 0}])[-1]["iteration"]
+        self.start_iteration = (workdir_lib.metrics_rows(self.run_dir) or [{"iteration": 0}])[-1]["iteration"]
         self.child = _spawn(["train.py", f"--config=configs/{variant}.py{preset}", f"--workdir={self.run_dir}"],
                             os.path.join(self.run_dir, "train.log"), os.path.join(self.run_dir, "train.lock"), env)
         runner.children.append(self.child)
@@ -449,7 +433,7 @@ class _Training:
         return self.earlier_seconds + time.time() - self.started
 
     def poll(self):
-        rows = metrics_rows(self.run_dir)
+        rows = workdir_lib.metrics_rows(self.run_dir)
         runner = self.runner
         if not rows or rows[-1]["iteration"] < self.steady_after:
             if time.time() - self.last_print >= runner.progress_seconds:
@@ -560,7 +544,7 @@ def evaluate(workdir: str, *, poll_seconds: float = 5.0) -> int:
                 run_dir = os.path.join(workdir, variant)
                 trained = is_trained(run_dir, configs[variant].budget_games)
                 all_trained &= trained
-                steps = evaluation_steps(metrics_rows(run_dir), workdir_lib.snapshot_steps(run_dir),
+                steps = evaluation_steps(workdir_lib.metrics_rows(run_dir), workdir_lib.snapshot_steps(run_dir),
                                          configs[variant].budget_games, plan.points, trained)
                 for step in steps:
                     games = plan.final_games if trained and step == steps[-1] else plan.games
@@ -628,7 +612,7 @@ def draw_figures(workdir: str, plan: Plan, timings: dict, opponent: str) -> dict
     for variant in plan.variants:
         run_dir = os.path.join(workdir, variant)
         config = variant_config(variant, plan.preset)
-        rows = metrics_rows(run_dir)
+        rows = workdir_lib.metrics_rows(run_dir)
         rows_of[variant] = rows
         games_at = {r["iteration"]: r["games_finished"] for r in rows}
         steps = evaluation_steps(rows, workdir_lib.snapshot_steps(run_dir), config.budget_games, plan.points, True)

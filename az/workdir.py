@@ -54,6 +54,24 @@ def snapshot_steps(workdir: str) -> list[int]:
     return sorted(int(name) for name in os.listdir(directory) if name.isdigit())
 
 
+def metrics_rows(workdir: str) -> list[dict]:
+    """The run's ``metrics.jsonl``, the last row of each iteration (a resumed run repeats
+    some), by iteration; [] before the first. Safe to read while training writes: a line
+    cut short is skipped."""
+    path = os.path.join(workdir, "metrics.jsonl")
+    if not os.path.exists(path):
+        return []
+    latest = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            latest[row["iteration"]] = row
+    return [latest[k] for k in sorted(latest)]
+
+
 def snapshot_problem(spec: str) -> str | None:
     """A one-line complaint when ``spec`` names no snapshot (cheap: no JAX); else None."""
     workdir, step = parse_spec(spec)

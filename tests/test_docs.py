@@ -2,7 +2,7 @@
 
 Each ``python ...`` command of their shell blocks and inline code is parsed by the real
 entry point's parser (argparse's, or train.py's config file, preset and overrides), with
-the docs' placeholders filled in (``configs/VARIANT.py`` -> base, ``[@STEP]`` -> none),
+the docs' stand-in names replaced (``configs/VARIANT.py`` -> base, ``[@STEP]`` -> none),
 and nothing runs. An option renamed or dropped in the code, a config field or preset
 that no longer exists, fails here. Running them is the other tests' work (train.py,
 eval.py, report, the engine and reproduce.py each run at smoke size somewhere).
@@ -21,8 +21,8 @@ from az import cli
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = ("README.md", os.path.join("docs", "reproduction.md"))
 
-# Placeholders of the docs and what a runnable command has there.
-PLACEHOLDERS = [
+# The docs' stand-in names (VARIANT, [@STEP], ...) and what a runnable command has there.
+STAND_INS = [
     (r"\[:smoke\|:cpu\|:gpu\]", ":smoke"), (r"\[:gpu\]", ":gpu"), (r"\[@STEP\]", ""),
     (r"\[--config\.FIELD=VALUE \.\.\.\]", ""), (r"\[--sfen SFEN\]", ""), (r"\bVARIANT\b", "base"),
     (r"\$v\b", "base"), (r"\$W\b", "runs/shogi816k_cpu"), (r"runs/NAME", "runs/x"),
@@ -45,7 +45,7 @@ def documented_commands() -> list[tuple[str, str]]:
             if not line.startswith(("python ", ".venv-tpu/bin/python ")) or line.endswith("...") \
                     or line.startswith("python -m venv"):
                 continue
-            for pattern, value in PLACEHOLDERS:
+            for pattern, value in STAND_INS:
                 line = re.sub(pattern, value, line)
             found.append((doc, line.strip()))
     return found

@@ -65,7 +65,7 @@ def _write_run(run_dir, games_per_iteration: list[int], saved: list[int]):
 def test_which_snapshots_are_evaluated(tmp_path):
     run = str(tmp_path / "base")
     _write_run(run, [0, 8, 8, 8, 8, 8, 8, 8, 8, 8], saved=[0, 2, 4, 6, 8, 10])  # 72 games by iteration 10
-    rows = paper.metrics_rows(run)
+    rows = workdir_lib.metrics_rows(run)
     assert [r["iteration"] for r in rows] == list(range(1, 11))
     saved = [0, 2, 4, 6, 8, 10]
     # 64 games, 4 points: 0, the first snapshots at >= 21.3 and >= 42.7 games (24 games at
@@ -134,14 +134,14 @@ def test_smoke_reproduction_end_to_end_after_a_kill(tmp_path):
                "--variants", "base,shogi816k_randomstart2"]
     first = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 900
-    while time.time() < deadline and len(paper.metrics_rows(str(workdir / "base"))) < 6:
+    while time.time() < deadline and len(workdir_lib.metrics_rows(str(workdir / "base"))) < 6:
         time.sleep(1)
     first.send_signal(signal.SIGKILL)
     first.wait()
-    killed_at = len(paper.metrics_rows(str(workdir / "base")))
+    killed_at = len(workdir_lib.metrics_rows(str(workdir / "base")))
     assert killed_at >= 6
     time.sleep(20)  # the trainer, sent SIGTERM by the kernel as its parent died, saves and exits
-    saved = paper.metrics_rows(str(workdir / "base"))[-1]["iteration"]
+    saved = workdir_lib.metrics_rows(str(workdir / "base"))[-1]["iteration"]
     assert saved in workdir_lib.snapshot_steps(str(workdir / "base"))
 
     rerun = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=1800)

@@ -59,18 +59,14 @@ def plot_openings(summary: dict, path: str, *, title: str = "") -> None:
 
 
 def read_metrics(workdir: str) -> list[dict]:
+    """The run's metrics by iteration (``workdir.metrics_rows``); ValueError when there are none."""
     path = os.path.join(workdir, "metrics.jsonl")
-    try:
-        with open(path, encoding="utf-8") as f:
-            rows = [json.loads(line) for line in f if line.strip()]
-    except OSError as e:
-        raise ValueError(f"{path}: cannot read it ({e.strerror})") from None
+    if not os.path.isfile(path):
+        raise ValueError(f"{path}: cannot read it (no such file)")
+    rows = workdir_lib.metrics_rows(workdir)
     if not rows:
         raise ValueError(f"{path}: no metrics yet")
-    latest = {}
-    for row in rows:  # a resumed run may repeat iterations; keep the last
-        latest[row["iteration"]] = row
-    return [latest[k] for k in sorted(latest)]
+    return rows
 
 
 def heatmap_parts(rows: list[dict], points: int) -> list[tuple[int, np.ndarray]]:
