@@ -1,7 +1,8 @@
 """Self-play: B games in parallel for T plies, one ``lax.scan``.
 
-Games carry over between calls; a game that ends is replaced at once by a new one
-from the start scheme, so the batch stays full. Per ply it records the position,
+Games carry over between calls; a game that has ended is replaced by a new one from
+the start scheme at the beginning of the next ply, so the batch stays full (and a
+trainer can hand in ``placeholder_games``: all of them begin at the first ply). Per ply it records the position,
 the search's improved policy and value (``replay.Plies``) and game statistics.
 
 A start that is already over (a ``random_start(N)`` line that reached mate, a book
@@ -147,6 +148,15 @@ class Carry(NamedTuple):
     stats: Stats
 
 
+def placeholder_games(start: Callable[[Array, Array], env.State], games: int) -> env.State:
+    """[games] games that are over without having been played, shaped like ``start``'s:
+    self-play replaces each by a fresh start at its first ply (nothing recorded, nothing
+    counted), so a trainer's init need not compile the start scheme a second time."""
+    one = jax.eval_shape(start, jax.random.PRNGKey(0), jnp.float32(0))
+    blank = jax.tree.map(lambda leaf: jnp.zeros((games, *leaf.shape), leaf.dtype), one)
+    return blank._replace(terminated=jnp.ones((games,), bool))
+
+
 def make_selfplay(
     search: Callable,
     start: Callable[[Array, Array], env.State],
@@ -185,7 +195,11 @@ def make_selfplay(
 
     def play_one(params, carry: Carry, _):
         key, k_cap, k_search, k_choose, k_start, k_resign = jax.random.split(carry.rng_key, 6)
-        games, track = carry.games, carry.resign
+        progress = jnp.minimum(carry.games_finished / game_budget, 1.0)
+        fresh = start_batch(jax.random.split(k_start, carry.games.done.shape[0]), progress)
+        games = jax.tree.map(lambda new, old: jnp.where(_expand(carry.games.done, new), new, old),
+                             fresh, carry.games)
+        track = carry.resign
         full = jax.random.uniform(k_cap) < full_search_fraction
         if capped:
             result = jax.lax.cond(full, search, reduced_search, params, k_search, games)
@@ -255,10 +269,7 @@ def make_selfplay(
             resign_false=s.resign_false + false,
         )
         finished = carry.games_finished + ended.sum()
-        progress = jnp.minimum(finished / game_budget, 1.0)
-        fresh = start_batch(jax.random.split(k_start, ended.shape[0]), progress)
-        games = jax.tree.map(lambda new, old: jnp.where(_expand(ended, new), new, old), fresh, after)
-        return Carry(games, track, key, finished, stats), plies
+        return Carry(after, track, key, finished, stats), plies
 
     def selfplay(params, games: env.State, track: Resign, rng_key: Array, games_finished: Array):
         carry = Carry(games, track, rng_key, games_finished, empty_stats(num_schemes))

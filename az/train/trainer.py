@@ -225,9 +225,9 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
 
     def init() -> TrainState:
         key = jax.random.PRNGKey(config.seed)
-        k_params, k_games, k_run = jax.random.split(key, 3)
+        k_params, _, k_run = jax.random.split(key, 3)
         params = network_lib.init_params(net, k_params)
-        games = jax.vmap(start, in_axes=(0, None))(jax.random.split(k_games, num_games), jnp.float32(0))
+        games = selfplay_lib.placeholder_games(start, num_games)  # started at the first ply
         return TrainState(
             params=params,
             opt_state=optimizer.init(params),
