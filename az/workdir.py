@@ -200,8 +200,12 @@ def _tuples(d: dict) -> dict:
 def enable_compilation_cache(directory: str) -> bool:
     """Points JAX's persistent compilation cache at ``directory`` (created if need be), or
     at ``$JAX_COMPILATION_CACHE_DIR`` when that is set (one cache for many runs, as the
-    test suite does); False when it cannot be written."""
-    directory = os.path.abspath(os.environ.get("JAX_COMPILATION_CACHE_DIR") or directory)
+    test suite does); False when it cannot be written.
+
+    The path is resolved first: JAX writes the cache's own path into every program's
+    compile options, hence into its cache key, so runs that reach one cache through
+    different links (``reproduce.py``'s variants) would never share an entry."""
+    directory = os.path.realpath(os.environ.get("JAX_COMPILATION_CACHE_DIR") or directory)
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError:
