@@ -128,7 +128,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         c.learner.warmup_steps = 2
         c.teacher.every_iterations = 2
         c.teacher.positions = 64
-        c.checkpoint.every_iterations = 2
+        c.checkpoint.every_iterations = 16  # a save costs about two smoke iterations
     elif preset == "cpu":
         c.budget_games = 4000
         c.env.max_length = 256  # as the evaluation matches; more games end within an hour

@@ -114,7 +114,7 @@ def test_train__smoke_preset_trains_two_iterations(smoke_runs, name):
     steps = config_lib.steps_per_iteration(config)
     assert steps == 2  # replay ratio 1: 2 x 32 positions sampled per 8 x 8 generated
     assert m["learner_steps"] == steps * sum(line["learned"] for line in lines)
-    # The untrained network (0) and the smoke preset's every-2-iterations save, both as a
+    # The untrained network (0) and the save when the run ends, both as a
     # full checkpoint and as a params-only snapshot.
     assert checkpoint_steps(run.workdir) == [0, 2]
     assert workdir_lib.snapshot_steps(run.workdir) == [0, 2]
