@@ -87,8 +87,7 @@ class Agent:
         shapes = [(self.program, num_simulations, batch, history, max_length, pv_length)]
         if self.rules.movegen == "dense":
             shapes.append(("mate", batch, history))
-        paths = [_executable_path(shape) for shape in shapes]
-        return all(path is not None and os.path.exists(path) for path in paths)
+        return all(_loadable(shape) for shape in shapes)
 
     def compiled_simulations(self, *, batch: int, history: int, max_length: int = MATCH_MAX_LENGTH,
                              pv_length: int = 1) -> set[int]:
@@ -114,16 +113,34 @@ class Agent:
         )
         games = jax.eval_shape(lambda: stack_states([example_state(history)] * batch))
         key = jax.eval_shape(lambda: jax.random.PRNGKey(0))
-        tree = _compiled_program((self.program, num_simulations, batch, history, max_length, pv_length), tree,
-                                 (self.params, key, games), _RESULT_TREE)
+        tree_shape = (self.program, num_simulations, batch, history, max_length, pv_length)
         if self.rules.movegen != "dense":  # the mate detector needs the dense core
-            return tree
+            return _compiled_program(tree_shape, tree, (self.params, key, games), _RESULT_TREE)
         mate_key = ("mate", batch, history)
         with _LOCK:
             lock = _KEY_LOCKS.setdefault(mate_key, threading.Lock())
-        with lock:
-            if mate_key not in _COMPILED:
-                _COMPILED[mate_key] = _compiled_program(mate_key, mate.mate_in_one, (games,), _MATE_TREE)
+
+        def mate_program():
+            with lock:
+                if mate_key not in _COMPILED:
+                    _COMPILED[mate_key] = _compiled_program(mate_key, mate.mate_in_one, (games,), _MATE_TREE)
+
+        # Two serialized programs load side by side (2.5-3 s each on a CPU); compiles do not
+        # overlap well, so they stay one after the other.
+        def mate_program_quietly():
+            try:
+                mate_program()
+            except Exception:  # the call below repeats it and raises where the caller sees it
+                pass
+
+        beside = None
+        if _loadable(tree_shape) and _loadable(mate_key):
+            beside = threading.Thread(target=mate_program_quietly, daemon=True, name="azshogi-mate")
+            beside.start()
+        tree = _compiled_program(tree_shape, tree, (self.params, key, games), _RESULT_TREE)
+        if beside is not None:
+            beside.join()
+        mate_program()  # a no-op where the thread made it; raises here where it failed
         find_mates = _COMPILED[mate_key]
         with_mate = _with_mate(num_simulations)
 
@@ -159,6 +176,12 @@ def _source_digest() -> str:
                     with open(os.path.join(directory, name), "rb") as f:
                         digest.update(name.encode() + f.read())
     return digest.hexdigest()
+
+
+def _loadable(shape: tuple) -> bool:
+    """An earlier process serialized the program of ``shape``."""
+    path = _executable_path(shape)
+    return path is not None and os.path.exists(path)
 
 
 def _executable_path(shape: tuple) -> str | None:

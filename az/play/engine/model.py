@@ -161,7 +161,6 @@ class Model:
     def prepare(self, simulations: int, progress) -> float:
         """Compiles the policy and the ``simulations`` search, measures their speed; the
         search's seconds."""
-        state = notation.from_sfen(notation.STARTPOS_SFEN, PARSE_RULES)
         progress(f"compiling the policy network and the search ({simulations} simulations)")
         timed = {}
 
@@ -170,12 +169,14 @@ class Model:
             self._search(simulations)
             timed["compile_s"] = time.perf_counter() - start
 
-        if self.loads_quickly(simulations):  # both loaded at once
+        if self.loads_quickly(simulations):  # both loaded at once, the position parsed meanwhile
             thread = threading.Thread(target=compile_search, daemon=True, name="azshogi-compile")
             thread.start()
+            state = notation.from_sfen(notation.STARTPOS_SFEN, PARSE_RULES)
             self.evaluate(0, state)
             thread.join()
         else:
+            state = notation.from_sfen(notation.STARTPOS_SFEN, PARSE_RULES)
             self.evaluate(0, state)
         if "compile_s" not in timed:  # not started, or it failed in the thread (its error reaches isready here)
             compile_search()
