@@ -159,3 +159,25 @@ def test_smoke_reproduction_end_to_end_after_a_kill(tmp_path):
         assert [p[-1] for p in r["curve"]][0] == 0 and len(r["curve"]) == plan.points
     assert set(results["table2"]) == set(paper.BALANCE_STARTS)
     assert "| base |" in (workdir / "results.md").read_text()
+
+
+def test_variants_reach_the_shared_cache_by_one_path(tmp_path, monkeypatch):
+    """JAX writes the cache's path into each program's compile options (its cache key):
+    a variant's ``jax_cache`` link must resolve to the shared folder, or no entry is shared."""
+    import jax
+
+    shared = tmp_path / "jax_cache"
+    shared.mkdir()
+    for variant in ("base", "shogi816k"):
+        (tmp_path / variant).mkdir()
+        os.symlink(os.path.join("..", "jax_cache"), tmp_path / variant / "jax_cache")
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    saved = jax.config.jax_compilation_cache_dir
+    try:
+        seen = set()
+        for variant in ("base", "shogi816k"):
+            assert workdir_lib.enable_compilation_cache(str(tmp_path / variant / "jax_cache"))
+            seen.add(jax.config.jax_compilation_cache_dir)
+        assert seen == {os.path.realpath(shared)}
+    finally:
+        jax.config.update("jax_compilation_cache_dir", saved)

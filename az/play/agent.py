@@ -125,14 +125,14 @@ class Agent:
                 if mate_key not in _COMPILED:
                     _COMPILED[mate_key] = _compiled_program(mate_key, mate.mate_in_one, (games,), _MATE_TREE)
 
-        # Two serialized programs load side by side (2.5-3 s each on a CPU); compiles do not
-        # overlap well, so they stay one after the other.
         def mate_program_quietly():
             try:
                 mate_program()
             except Exception:  # the call below repeats it and raises where the caller sees it
                 pass
 
+        # Two serialized programs load side by side (2.5-3 s each on a CPU); compiles do not
+        # overlap well, so they stay one after the other.
         beside = None
         if _loadable(tree_shape) and _loadable(mate_key):
             beside = threading.Thread(target=mate_program_quietly, daemon=True, name="azshogi-mate")

@@ -2,8 +2,9 @@
 
 Games carry over between calls; a game that has ended is replaced by a new one from
 the start scheme at the beginning of the next ply, so the batch stays full (and a
-trainer can hand in ``placeholder_games``: all of them begin at the first ply). Per ply it records the position,
-the search's improved policy and value (``replay.Plies``) and game statistics.
+trainer can hand in ``placeholder_games``: all of them start at the first ply). Per ply
+it records the position, the search's improved policy and value (``replay.Plies``) and
+game statistics.
 
 A start that is already over (a ``random_start(N)`` line that reached mate, a book
 position that is mate or can declare) is never played: it counts as a finished game
