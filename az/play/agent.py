@@ -259,8 +259,15 @@ def _compiled_program(shape: tuple, fn, args: tuple, out_tree):
     trees = (jax.tree.structure((args, {})), out_tree)
     compiled = _load_executable(path, *trees)
     if compiled is None:
+        # Named after the source: JAX's cache key begins with the program's name, so code
+        # that changed (an upgrade) compiles here instead of reading an entry that an
+        # earlier version left in JAX's cache, which could not be serialized again.
+        def program(*arguments):
+            return fn(*arguments)
+
+        program.__name__ = program.__qualname__ = f"azshogi_{_source_digest()[:16]}"
         hits = _cache_hits()
-        compiled = jax.jit(fn).lower(*args).compile()
+        compiled = jax.jit(program).lower(*args).compile()
         if _cache_hits() == hits:  # compiled here: one read back from JAX's cache does not serialize whole
             _save_executable(path, compiled, *trees)
     return compiled
