@@ -220,26 +220,61 @@ def _black_frame(state: env.State) -> tuple[np.ndarray, np.ndarray, int]:
     return board, hands, color
 
 
-@functools.lru_cache(maxsize=None)
+# Programs compiled elsewhere (the USI engine loads them as serialized executables)
+# that stand in for ``jitted_init`` / ``jitted_step`` of their rules: rules -> (init, step).
+_INSTALLED: dict = {}
+
+
+def install_programs(rules: env.Rules, *, init, step) -> None:
+    """``from_sfen`` and ``play_moves`` under ``rules`` call ``init(x, move_number)`` and
+    ``step(state, action)``: the programs of ``jitted_init`` and ``jitted_step``, compiled
+    (or loaded) by the caller for the arguments those functions pass."""
+    _INSTALLED[rules] = (init, step)
+
+
 def jitted_init(rules: env.Rules):
     """``jit(env.init_from)`` for ``rules``, compiled once per rules."""
-    return jax.jit(lambda x, move_number: env.init_from(x, rules, start_move_number=move_number))
+    return _INSTALLED[rules][0] if rules in _INSTALLED else _jit_init(rules)
+
+
+def jitted_step(rules: env.Rules):
+    """``jit(env.step)`` for ``rules`` (one unbatched game), compiled once per rules."""
+    return _INSTALLED[rules][1] if rules in _INSTALLED else _jit_step(rules)
+
+
+def init_program(rules: env.Rules):
+    """The function ``jitted_init`` compiles: ``(x, move_number) -> State``."""
+    return lambda x, move_number: env.init_from(x, rules, start_move_number=move_number)
+
+
+def step_program(rules: env.Rules):
+    """The function ``jitted_step`` compiles: ``(state, action) -> State``."""
+    return lambda state, action: env.step(state, action, rules)
 
 
 @functools.lru_cache(maxsize=None)
-def jitted_step(rules: env.Rules):
-    """``jit(env.step)`` for ``rules`` (one unbatched game), compiled once per rules."""
-    return jax.jit(lambda state, action: env.step(state, action, rules))
+def _jit_init(rules: env.Rules):
+    return jax.jit(init_program(rules))
 
 
-def from_sfen(sfen: str, rules: env.Rules = env.Rules()) -> env.State:
-    """A state for an SFEN position (with or without the leading ``sfen``)."""
+@functools.lru_cache(maxsize=None)
+def _jit_step(rules: env.Rules):
+    return jax.jit(step_program(rules))
+
+
+def setup_arguments(sfen: str) -> tuple[movegen.GameState, jax.Array]:
+    """The arguments of ``jitted_init`` for an SFEN: (x, move_number)."""
     board, hands, color, move_number = parse_sfen(sfen)
     board, hands = to_mover_frame(board, hands, color)
     x = movegen.GameState(
         color=jnp.int32(color), board=jnp.asarray(board, jnp.int32), hand=jnp.asarray(hands, jnp.int32)
     )
-    return jitted_init(rules)(x, jnp.int32(move_number))
+    return x, jnp.int32(move_number)
+
+
+def from_sfen(sfen: str, rules: env.Rules = env.Rules()) -> env.State:
+    """A state for an SFEN position (with or without the leading ``sfen``)."""
+    return jitted_init(rules)(*setup_arguments(sfen))
 
 
 def from_position(position: str, rules: env.Rules = env.Rules()) -> env.State:

@@ -48,3 +48,34 @@ def test_programs_load_in_a_later_process_and_an_upgrade_serializes_its_own(tmp_
     upgraded = _process(cache, "b")
     assert upgraded == {"loaded": False, "serialized": True, "right": True}
     assert _process(cache, "b")["loaded"]
+
+
+PARSER = textwrap.dedent("""
+    import json, os, sys
+    import jax
+    jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+    from az.play import agent
+    from envs import env, notation
+    rules = env.Rules(max_length=64, history=8)
+    paths = [agent._executable_path((kind, rules)) for kind in ("setup", "move")]
+    loaded = all(os.path.exists(path) for path in paths)
+    agent.install_parser(rules)
+    state = notation.from_position("startpos moves 7g7f 3c3d 8h2b+", rules)
+    print(json.dumps({"loaded": loaded, "serialized": all(os.path.exists(path) for path in paths),
+                      "sfen": notation.to_sfen(state), "ply": int(state.ply)}))
+""")
+
+
+def test_the_parser_programs_load_in_a_later_process(tmp_path):
+    """The engine's position set-up and move programs: serialized by the first process,
+    loaded by the next, and either way the position comes out as cshogi plays it."""
+    cache = str(tmp_path / "jax_cache")
+    expected = "lnsgkgsnl/1r5+B1/pppppp1pp/6p2/9/2P6/PP1PPPPPP/7R1/LNSGKGSNL w B 4"
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", PARSER, cache], cwd=ROOT, capture_output=True, text=True,
+                              timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+        assert done.returncode == 0, done.stderr[-2000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert runs[0] == {"loaded": False, "serialized": True, "sfen": expected, "ply": 3}
+    assert runs[1] == {"loaded": True, "serialized": True, "sfen": expected, "ply": 3}

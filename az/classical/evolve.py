@@ -254,6 +254,9 @@ def agreement_of(table: ChildTable, weights) -> np.ndarray:
     return np.asarray(_agreement_of(bucketize(table), jnp.asarray(weights, jnp.float32)))
 
 
+_greedy_agreement_jit = jax.jit(greedy_agreement)  # one trace per table shape, not per call
+
+
 def greedy_agreement_of(table: ChildTable) -> np.ndarray:
     """``greedy``'s per-position agreement [P] on a table."""
-    return np.asarray(jax.jit(greedy_agreement)(bucketize(table)))
+    return np.asarray(_greedy_agreement_jit(bucketize(table)))

@@ -12,7 +12,8 @@ the paper share one): matches, reports and the USI engine take them from here.
 Where JAX's persistent compilation cache is on (training and the engine point it at the
 workdir's ``jax_cache``), each compiled search is also kept there as a serialized
 executable, keyed by its shape, the backend and a digest of this package's source: a
-later process (the engine's next start) loads it without tracing or compiling.
+later process (the engine's next start) loads it without tracing or compiling. So are
+the engine's position set-up and move programs (``install_parser``).
 """
 
 import dataclasses
@@ -31,7 +32,7 @@ from jax import Array
 from az import network as network_lib
 from az import search as search_lib
 from az import workdir as workdir_lib
-from envs import env, mate, notation
+from envs import env, mate, movegen, notation
 
 MATCH_MAX_LENGTH = 256  # floodgate's ply limit, which matches use
 
@@ -271,6 +272,20 @@ def _compiled_program(shape: tuple, fn, args: tuple, out_tree):
         if _cache_hits() == hits:  # compiled here: one read back from JAX's cache does not serialize whole
             _save_executable(path, compiled, *trees)
     return compiled
+
+
+_STATE_TREE = jax.tree.structure(env.State(movegen.GameState(), *[0] * (len(env.State._fields) - 1)))
+
+
+def install_parser(rules: env.Rules) -> None:
+    """``envs.notation``'s set-up and move programs for ``rules`` (``from_sfen``,
+    ``play_moves``), loaded where an earlier process serialized them, else compiled and
+    serialized: a later start skips their tracing and JAX's cache (about 2 s each on a CPU)."""
+    x, move_number = notation.setup_arguments(notation.STARTPOS_SFEN)
+    init = _compiled_program(("setup", rules), notation.init_program(rules), (x, move_number), _STATE_TREE)
+    state = init(x, move_number)
+    step = _compiled_program(("move", rules), notation.step_program(rules), (state, jnp.int32(0)), _STATE_TREE)
+    notation.install_programs(rules, init=init, step=step)
 
 
 @functools.lru_cache(maxsize=None)

@@ -136,6 +136,7 @@ def weights_problem(path: str) -> str | None:
 
 def _warm_parser():
     try:
+        _model().install_parser()
         _model().parse_position(["startpos", "moves", "7g7f"], None)
     except Exception:
         pass

@@ -31,6 +31,19 @@ PV_LENGTH = 16  # plies of principal variation read from the tree at most
 PARSE_RULES = env.Rules(max_length=UNLIMITED_PLIES, declaration=False, repetitions=2**20, history=256)
 
 
+_parser_lock = threading.Lock()
+_parser_installed = []
+
+
+def install_parser() -> None:
+    """The position set-up and move programs of ``PARSE_RULES``, loaded serialized where an
+    earlier start left them (``agent.install_parser``); once, whichever thread asks first."""
+    with _parser_lock:
+        if not _parser_installed:
+            agent_lib.install_parser(PARSE_RULES)
+            _parser_installed.append(True)
+
+
 @dataclasses.dataclass
 class Position:
     sfen: str  # where the moves start
@@ -172,10 +185,12 @@ class Model:
         if self.loads_quickly(simulations):  # both loaded at once, the position parsed meanwhile
             thread = threading.Thread(target=compile_search, daemon=True, name="azshogi-compile")
             thread.start()
+            install_parser()
             state = notation.from_sfen(notation.STARTPOS_SFEN, PARSE_RULES)
             self.evaluate(0, state)
             thread.join()
         else:
+            install_parser()
             state = notation.from_sfen(notation.STARTPOS_SFEN, PARSE_RULES)
             self.evaluate(0, state)
         if "compile_s" not in timed:  # not started, or it failed in the thread (its error reaches isready here)
@@ -273,6 +288,7 @@ class HeuristicModel:
     def prepare(self, simulations: int, progress) -> float:
         """Compiles the heuristic's blocks by evaluating the start position (``simulations``
         is ignored); the seconds of one search. The tie-break Generator is not used."""
+        install_parser()
         state = notation.from_sfen(notation.STARTPOS_SFEN, PARSE_RULES)
         progress(f"compiling the heuristic (depth {self.depth})")
         start = time.perf_counter()
