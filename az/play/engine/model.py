@@ -44,6 +44,12 @@ def install_parser() -> None:
             _parser_installed.append(True)
 
 
+def info_line(depth: int, nodes: int, seconds: float, score: str, pv: list[str]) -> str:
+    """A USI ``info`` line; ``score`` as USI writes it (``cp 35``, ``mate 3``)."""
+    ms = max(int(seconds * 1000), 1)
+    return f"info depth {depth} nodes {nodes} nps {int(nodes * 1000 / ms)} time {ms} score {score} pv {' '.join(pv)}"
+
+
 @dataclasses.dataclass
 class Position:
     sfen: str  # where the moves start
@@ -163,13 +169,7 @@ class Model:
         pv = notation.line_to_usi(state, out["pv"])
         if not pv or pv[0] != move:
             pv = [move]
-        ms = max(int(seconds * 1000), 1)
-        nodes = out["nodes"]
-        info = [
-            f"info depth {len(pv)} nodes {nodes} nps {int(nodes * 1000 / ms)} time {ms} "
-            f"score cp {value_to_cp(out['value'])} pv {' '.join(pv)}"
-        ]
-        return Answer(move, info)
+        return Answer(move, [info_line(len(pv), out["nodes"], seconds, f"cp {value_to_cp(out['value'])}", pv)])
 
     def prepare(self, simulations: int, progress) -> float:
         """Compiles the policy and the ``simulations`` search, measures their speed; the
@@ -182,17 +182,15 @@ class Model:
             self._search(simulations)
             timed["compile_s"] = time.perf_counter() - start
 
+        thread = None
         if self.loads_quickly(simulations):  # both loaded at once, the position parsed meanwhile
             thread = threading.Thread(target=compile_search, daemon=True, name="azshogi-compile")
             thread.start()
-            install_parser()
-            state = notation.from_sfen(notation.STARTPOS_SFEN, PARSE_RULES)
-            self.evaluate(0, state)
+        install_parser()
+        state = notation.from_sfen(notation.STARTPOS_SFEN, PARSE_RULES)
+        self.evaluate(0, state)
+        if thread is not None:
             thread.join()
-        else:
-            install_parser()
-            state = notation.from_sfen(notation.STARTPOS_SFEN, PARSE_RULES)
-            self.evaluate(0, state)
         if "compile_s" not in timed:  # not started, or it failed in the thread (its error reaches isready here)
             compile_search()
         compile_s = timed["compile_s"]
@@ -271,13 +269,7 @@ class HeuristicModel:
     def answer(self, out: dict, state: env.State, seconds: float) -> Answer:
         """``info`` line (nodes: the children of the position evaluated) and the bestmove."""
         move = notation.action_to_usi(state, out["action"])
-        ms = max(int(seconds * 1000), 1)
-        nodes = out["nodes"]
-        info = [
-            f"info depth {self.depth} nodes {nodes} nps {int(nodes * 1000 / ms)} time {ms} "
-            f"score {self.score(out['value'])} pv {move}"
-        ]
-        return Answer(move, info)
+        return Answer(move, [info_line(self.depth, out["nodes"], seconds, self.score(out["value"]), [move])])
 
     def prepared(self, simulations: int) -> bool:
         return self.search_s is not None
