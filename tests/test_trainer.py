@@ -119,7 +119,7 @@ def test_train__smoke_preset_trains_two_iterations(smoke_runs, name):
     assert checkpoint_steps(run.workdir) == [0, 2]
     assert workdir_lib.snapshot_steps(run.workdir) == [0, 2]
     assert [line["iteration"] for line in lines] == [1, 2]
-    # The init's placeholder games are started at the first ply, never scored as games.
+    # The init's unstarted games begin at the first ply; none is scored as a game.
     assert all(line["selfplay/finished_at_start"] == 0 for line in lines)
     assert [line["positions"] for line in lines] == [batch * plies, 2 * batch * plies]
     for line in lines:

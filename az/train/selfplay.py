@@ -2,7 +2,7 @@
 
 Games carry over between calls; a game that has ended is replaced by a new one from
 the start scheme at the beginning of the next ply, so the batch stays full (and a
-trainer can hand in ``placeholder_games``: all of them start at the first ply). Per ply
+trainer can hand in ``unstarted_games``: each starts at the first ply). Per ply
 it records the position, the search's improved policy and value (``replay.Plies``) and
 game statistics.
 
@@ -149,7 +149,7 @@ class Carry(NamedTuple):
     stats: Stats
 
 
-def placeholder_games(start: Callable[[Array, Array], env.State], games: int) -> env.State:
+def unstarted_games(start: Callable[[Array, Array], env.State], games: int) -> env.State:
     """[games] games that are over without having been played, shaped like ``start``'s:
     self-play replaces each by a fresh start at its first ply (nothing recorded, nothing
     counted), so a trainer's init need not compile the start scheme a second time."""

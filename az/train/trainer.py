@@ -227,7 +227,7 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
         key = jax.random.PRNGKey(config.seed)
         k_params, _, k_run = jax.random.split(key, 3)
         params = network_lib.init_params(net, k_params)
-        games = selfplay_lib.placeholder_games(start, num_games)  # started at the first ply
+        games = selfplay_lib.unstarted_games(start, num_games)  # each starts at the first ply
         return TrainState(
             params=params,
             opt_state=optimizer.init(params),
