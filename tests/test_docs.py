@@ -1,11 +1,12 @@
-"""Every command the README and docs/reproduction.md show is one the code accepts.
+"""Every command the README and docs/reproduction.md show is one the code accepts, and runs.
 
 Each ``python ...`` command of their shell blocks and inline code is parsed by the real
 entry point's parser (argparse's, or train.py's config file, preset and overrides), with
-the docs' stand-in names replaced (``configs/VARIANT.py`` -> base, ``[@STEP]`` -> none),
-and nothing runs. An option renamed or dropped in the code, a config field or preset
-that no longer exists, fails here. Running them is the other tests' work (train.py,
-eval.py, report, the engine and reproduce.py each run at smoke size somewhere).
+the docs' stand-in names replaced (``configs/VARIANT.py`` -> base, ``[@STEP]`` -> none):
+an option renamed or dropped in the code, a config field or preset that no longer
+exists, fails here in a second. The slow test below then runs each one, cut to smoke size
+(``smoke_size``), in a sandbox laid out as the repository whose named workdirs hold a
+smoke run: the commands work, not only parse.
 """
 
 import argparse
@@ -13,6 +14,9 @@ import importlib
 import os
 import re
 import shlex
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -104,3 +108,178 @@ def test_help_is_whole(entry):
     parser = _argparse_parser(entry)
     assert parser.description and parser.description.rstrip().endswith((".", ")")), parser.description
     parser.format_help()
+
+
+# --- Running them (slow): each documented command, cut to smoke size, in a sandbox. ---
+
+SMOKE_TRAINING = ["--config.budget_games=16"]
+
+
+def smoke_size(command: str) -> list[str] | None:
+    """The documented command as argv at smoke size, or None where the docs' command
+    needs what CI lacks (a TPU virtualenv). Sizes shrink (presets -> :smoke, games,
+    simulations, positions, engine nodes and depths, perft depth, benchmarks --quick,
+    the paper runner to one variant); options, paths and players stay as shown."""
+    words = shlex.split(command)
+    if words[0] != "python":
+        return None  # .venv-tpu/bin/python: make test-plan runs bench/tpu_plan.py
+    words[0] = "python"
+    entry = words[2] if words[1] == "-m" else words[1]
+    out, i = [], 0
+    while i < len(words):
+        word = words[i]
+        value = words[i + 1] if i + 1 < len(words) else None
+        if word == "--config" and value and entry in ("train.py",):
+            out += [word, value.split(":")[0] + ":smoke"]
+            i += 2
+            continue
+        if word in ("--simulations",):
+            out += [word, ",".join("2" if n != "0" else "0" for n in value.split(","))]
+            i += 2
+            continue
+        if word in ("--games", "--positions", "--final-games"):
+            out += [word, "2"]
+            i += 2
+            continue
+        if word == "--steps":
+            i += 2  # every saved snapshot of the smoke run
+            continue
+        if word == "--concurrency":
+            out += [word, "2"]
+            i += 2
+            continue
+        if word == "--preset":
+            out += [word, "smoke", "--variants", "base", "--points", "2"]
+            i += 2
+            continue
+        if word == "--depth" and entry == "envs.perft":
+            out += [word, "2"]
+            i += 2
+            continue
+        if word.startswith("/tmp/"):
+            word = "runs/" + os.path.basename(word)  # inside the sandbox
+        out.append(re.sub(r"nodes=\d+", "nodes=1", re.sub(r"LimitDepth=\d+", "LimitDepth=1", word)))
+        i += 1
+    if entry == "train.py":
+        out += SMOKE_TRAINING
+    if entry.startswith("bench/"):
+        out.append("--quick")
+    if entry in ("eval.py",) and "--games" not in out:
+        out += ["--games", "2"]
+    plays = entry == "eval.py" or (entry == "az.play.report" and out[3] == "curve" and "--opponent" in out)
+    if plays and "--concurrency" not in out:
+        out += ["--concurrency", "2"]  # a search batch of 2, not the default 8, at the sandbox's -O0
+    if plays and "--simulations" not in out:
+        out += ["--simulations", "2"]  # not the default 800
+    if entry == "az.play.report" and out[3] == "balance" and "--positions" not in out:
+        out += ["--positions", "2"]
+    return out
+
+
+def _train_workdirs(argv: list[str], n: int) -> list[str]:
+    """A training command gets a fresh workdir of its own: two documented commands train
+    runs/base with different overrides, which a shared folder would refuse to resume."""
+    i = argv.index("--workdir")
+    return argv[:i + 1] + [f"runs/_train{n}"] + argv[i + 2:]
+
+
+RUNNABLE = []
+for _doc, _command in COMMANDS:
+    _argv = smoke_size(_command)
+    if _argv is not None and _argv not in [a for _, _, a in RUNNABLE]:
+        RUNNABLE.append((_doc, _command, _argv))
+
+
+def test_every_documented_command_is_cut_to_smoke_size():
+    """The slow test runs what ``smoke_size`` makes of each command: no paper-size
+    preset, match, engine budget or position count survives it."""
+    assert len(RUNNABLE) >= 25
+    for _, command, argv in RUNNABLE:
+        text = " ".join(argv)
+        assert not re.search(r"nodes=(?!1\b)|LimitDepth=(?!1\b)", text), command
+        for option in ("--games", "--positions", "--final-games", "--concurrency"):
+            if option in argv:
+                assert int(argv[argv.index(option) + 1]) <= 2, command
+        if "--simulations" in argv:
+            assert all(int(n) <= 2 for n in argv[argv.index("--simulations") + 1].split(",")), command
+        elif argv[1] == "eval.py" or "--opponent" in argv:
+            pytest.fail(f"{command}: its default simulations (800) survive")
+        if argv[1] == "train.py":
+            assert argv[argv.index("--config") + 1].endswith(":smoke") and SMOKE_TRAINING[0] in argv, command
+        if argv[1] == "reproduce.py":
+            assert argv[argv.index("--preset") + 1] == "smoke" and "--variants" in argv, command
+        assert not any(word.startswith("/tmp/") for word in argv), command
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory):
+    """A folder laid out as the repository (code and data linked, docs' JSON copied,
+    fresh runs/) in which every workdir the docs name holds one smoke run."""
+    from az import paper
+
+    root = tmp_path_factory.mktemp("docs_sandbox")
+    for name in os.listdir(ROOT):
+        if name not in ("runs", "docs", "eval", ".git") and not name.startswith("."):
+            os.symlink(os.path.join(ROOT, name), root / name)
+    os.symlink(os.path.join(ROOT, ".venv"), root / ".venv") if os.path.exists(os.path.join(ROOT, ".venv")) else None
+    (root / "docs").mkdir()
+    for name in os.listdir(os.path.join(ROOT, "docs")):
+        if name.endswith(".json"):
+            shutil.copy(os.path.join(ROOT, "docs", name), root / "docs" / name)
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT,
+               XLA_FLAGS=f"{paper.SMOKE_XLA_FLAGS} {os.environ.get('XLA_FLAGS', '')}".strip())
+    trained = subprocess.run(
+        [sys.executable, "train.py", "--config", "configs/shogi816k.py:smoke", "--workdir", "runs/_smoke",
+         *SMOKE_TRAINING], cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    assert trained.returncode == 0, trained.stdout[-2000:] + trained.stderr[-2000:]
+    named = {m for _, c, _ in RUNNABLE for m in re.findall(r"runs/[a-z0-9_]+", c)}
+    for workdir in sorted(named - {"runs/_smoke"}):
+        shutil.copytree(root / "runs" / "_smoke", root / workdir, symlinks=True)
+    return root, env
+
+
+def _run_engine(argv: list[str], cwd, env) -> str:
+    """Starts the USI engine, asks for a move from the start position and quits."""
+    engine = subprocess.Popen([sys.executable, *argv[1:]], cwd=cwd, env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    seen = []
+
+    def until(prefix: str):
+        for line in engine.stdout:
+            seen.append(line)
+            if line.startswith(prefix):
+                return line
+        raise AssertionError(f"no {prefix!r} from {argv}: {''.join(seen)[-2000:]} {engine.stderr.read()[-2000:]}")
+
+    try:
+        engine.stdin.write("usi\n")
+        until("usiok")
+        engine.stdin.write("isready\n")
+        until("readyok")
+        engine.stdin.write("usinewgame\nposition startpos moves 7g7f\ngo btime 0 wtime 0 byoyomi 2000\n")
+        move = until("bestmove").split()[1]
+        engine.stdin.write("quit\n")
+        engine.stdin.flush()
+        assert engine.wait(timeout=60) == 0
+    finally:
+        engine.kill()
+    return move
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("doc,command,argv", RUNNABLE,
+                         ids=[f"{os.path.basename(d)}:{' '.join(a[1:4])[:50]}" for d, _, a in RUNNABLE])
+def test_documented_command_runs_at_smoke_size(doc, command, argv, sandbox, fairy_stockfish, gpsusi):
+    """The command the docs show, at smoke size, exits 0 (the engine: answers a move)."""
+    root, env = sandbox
+    n = RUNNABLE.index((doc, command, argv))
+    if argv[1] == "train.py":
+        argv = _train_workdirs(argv, n)
+    if argv[1:3] == ["-m", "az.play.engine"]:
+        move = _run_engine(argv, root, env)
+        assert re.fullmatch(r"[1-9][a-i][1-9][a-i]\+?|[PLNSGBR]\*[1-9][a-i]|resign|win", move), move
+        return
+    done = subprocess.run([sys.executable, *argv[1:]], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=1200)
+    assert done.returncode == 0, f"{doc}: `{' '.join(argv)}` (from `{command}`) failed:\n" \
+        + done.stdout[-2000:] + done.stderr[-2000:]
