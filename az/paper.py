@@ -246,7 +246,7 @@ def _tail(path: str, lines: int = 15) -> str:
 
 class Runner:
     def __init__(self, workdir: str, plan: Plan, *, parallel: int | None = None, progress_seconds: float = 30.0):
-        self.workdir = workdir
+        self.workdir = os.path.abspath(workdir)  # its children run in the repository, not in the caller's folder
         self.plan = plan
         self.parallel = 1 if parallel is None else parallel
         if self.parallel < 1:

@@ -41,6 +41,14 @@ def test_side_by_side_shares(monkeypatch):
     assert paper.Runner("/tmp/unused", paper.make_plan("smoke", opponent="greedy")).parallel == 1
 
 
+def test_a_relative_workdir_reaches_the_children(tmp_path, monkeypatch):
+    """The children (trainers, evaluator) run in the repository: the runner hands them its
+    workdir resolved against the caller's folder, wherever reproduce.py was started."""
+    monkeypatch.chdir(tmp_path)
+    runner = paper.Runner("runs/paper", paper.make_plan("smoke", opponent="greedy"))
+    assert runner.workdir == str(tmp_path / "runs" / "paper")
+
+
 def test_a_rerun_must_ask_for_the_same(tmp_path):
     plan = paper.make_plan("smoke", variants="base")
     paper.load_or_save_plan(str(tmp_path), plan)
