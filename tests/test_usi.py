@@ -769,6 +769,37 @@ def test_max_moves_to_draw_is_a_draw_in_the_tree(fresh):
 
 
 @pytest.mark.slow
+def test_a_first_start_answers_with_quick_programs_and_optimizes_them_aside(workdir):
+    """On a CPU with nothing serialized, ``prepare`` answers with the quick programs; the
+    -O2 ones compile in a thread, their (faster) speed replaces the quick one's, they pick
+    the same moves, and a later start would load them."""
+    import jax
+
+    from az.play.engine import model as model_lib
+
+    model = model_lib.Model(f"{workdir}@0", max_plies=123)  # a ply limit no other test compiles
+    assert model._starts_quick(SIMULATIONS)
+    said = []
+    model.prepare(SIMULATIONS, said.append)
+    assert "(quick; the faster search compiles aside)" in said[0], said
+    assert {0, SIMULATIONS} <= model._compiled(True) and not model._compiled(False)
+    quick_speed = model.speed
+    model_lib.Model._background.join(LOAD_TIMEOUT)
+    assert {0, SIMULATIONS} <= model._compiled(False)
+    assert model.speed is not quick_speed
+    if "optimization_level=0" not in os.environ.get("XLA_FLAGS", ""):  # make test's flags make both -O0
+        assert model.speed.simulation_s < quick_speed.simulation_s
+    for position in ("startpos", "startpos moves 7g7f 3c3d 8h2b+"):
+        state = model_lib.parse_position(position.split(), None).state
+        optimized = model.evaluate(SIMULATIONS, state)
+        games = model_lib.agent_lib.stack_states([state])
+        quick = model._search(SIMULATIONS, True)(model.agent.params, jax.random.PRNGKey(0), games)
+        assert int(quick.action[0]) == optimized["action"], position
+        assert abs(float(quick.chosen_q[0]) - optimized["value"]) < 1e-4, position
+    assert not model._starts_quick(SIMULATIONS)
+
+
+@pytest.mark.slow
 def test_clock_compiles_a_fitting_size_aside(fresh):
     """With Simulations 8 not compiled, a clock plays a compiled size and compiles 8 aside."""
     fresh.send("setoption name Simulations value 8")

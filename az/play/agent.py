@@ -66,37 +66,39 @@ class Agent:
                            "history_window": c.search.history_window}, sort_keys=True)
 
     def search(self, num_simulations: int, *, batch: int, history: int, max_length: int = MATCH_MAX_LENGTH,
-               pv_length: int = 1):
+               pv_length: int = 1, quick: bool = False):
         """The compiled ``search(params, rng_key, games [batch]) -> SearchResult``.
 
         ``history``: the repetition history H of the games searched (their
         ``Rules.history``). ``max_length``: the game's ply limit as the tree sees it (a
         match's 256, or unlimited for a GUI's game), not the training run's.
-        ``num_simulations`` 0 is the policy network's move."""
-        key = (self.program, num_simulations, batch, history, max_length, pv_length)
+        ``num_simulations`` 0 is the policy network's move. ``quick``: on a CPU, compiled
+        with ``QUICK_CPU_COMPILE`` (4x sooner, 3.5x slower to run): a program of its own."""
+        key = (self.program, num_simulations, batch, history, max_length, pv_length, quick)
         with _LOCK:
             lock = _KEY_LOCKS.setdefault(key, threading.Lock())
         with lock:  # one compile per key, also between threads
             if key not in _COMPILED:
-                _COMPILED[key] = self._compile(num_simulations, batch, history, max_length, pv_length)
+                _COMPILED[key] = self._compile(num_simulations, batch, history, max_length, pv_length, quick)
         return _COMPILED[key]
 
     def serialized(self, num_simulations: int, *, batch: int, history: int, max_length: int = MATCH_MAX_LENGTH,
-                   pv_length: int = 1) -> bool:
+                   pv_length: int = 1, quick: bool = False) -> bool:
         """An earlier process left this search's programs serialized: ``search`` loads
         rather than compiles them."""
-        shapes = [(self.program, num_simulations, batch, history, max_length, pv_length)]
+        shapes = [(self.program, num_simulations, batch, history, max_length, pv_length, quick)]
         if self.rules.movegen == "dense":
             shapes.append(("mate", batch, history))
         return all(_loadable(shape) for shape in shapes)
 
     def compiled_simulations(self, *, batch: int, history: int, max_length: int = MATCH_MAX_LENGTH,
-                             pv_length: int = 1) -> set[int]:
+                             pv_length: int = 1, quick: bool = False) -> set[int]:
         """The simulation counts whose search of this shape is compiled already."""
-        shape = (self.program, batch, history, max_length, pv_length)
+        shape = (self.program, batch, history, max_length, pv_length, quick)
         return {key[1] for key in list(_COMPILED) if (key[0], *key[2:]) == shape}
 
-    def _compile(self, num_simulations: int, batch: int, history: int, max_length: int, pv_length: int):
+    def _compile(self, num_simulations: int, batch: int, history: int, max_length: int, pv_length: int,
+                 quick: bool):
         # Gumbel without noise, whatever the run trained with: every setting not fixed here
         # is in ``program``. The root's mate in one is a program of its own, compiled once
         # for every simulation count (it is most of a small search's compile).
@@ -114,9 +116,9 @@ class Agent:
         )
         games = jax.eval_shape(lambda: stack_states([example_state(history)] * batch))
         key = jax.eval_shape(lambda: jax.random.PRNGKey(0))
-        tree_shape = (self.program, num_simulations, batch, history, max_length, pv_length)
+        tree_shape = (self.program, num_simulations, batch, history, max_length, pv_length, quick)
         if self.rules.movegen != "dense":  # the mate detector needs the dense core
-            return _compiled_program(tree_shape, tree, (self.params, key, games), _RESULT_TREE)
+            return _compiled_program(tree_shape, tree, (self.params, key, games), _RESULT_TREE, quick=quick)
         mate_key = ("mate", batch, history)
         with _LOCK:
             lock = _KEY_LOCKS.setdefault(mate_key, threading.Lock())
@@ -139,7 +141,7 @@ class Agent:
         if _loadable(tree_shape) and _loadable(mate_key):
             beside = threading.Thread(target=mate_program_quietly, daemon=True, name="azshogi-mate")
             beside.start()
-        tree = _compiled_program(tree_shape, tree, (self.params, key, games), _RESULT_TREE)
+        tree = _compiled_program(tree_shape, tree, (self.params, key, games), _RESULT_TREE, quick=quick)
         if beside is not None:
             beside.join()
         mate_program()  # a no-op where the thread made it; raises here where it failed
@@ -257,8 +259,9 @@ def _save_executable(path: str | None, compiled, in_tree, out_tree) -> None:
 # XLA's CPU options for the programs that run once per move or per position (the root's
 # mate check, the position parser): LLVM -O0 with the older fusion emitters compiles them
 # 4-6x faster (one core: mate 84 -> 20 s, set-up and move 30 -> 5-7 s) and they still take
-# 1-2.5 ms a call (against 0.5-2.2 ms), nothing beside a search. The search itself stays
-# at -O2: quick, it compiles in 19 s instead of 77 s but searches 3.5x slower.
+# 1-2.5 ms a call (against 0.5-2.2 ms), nothing beside a search. A search compiled so
+# (``quick``) takes 19 s instead of 77 s but runs 3.5x slower: the engine's first start
+# plays with it while the -O2 search compiles aside.
 QUICK_CPU_COMPILE = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 
 

@@ -16,7 +16,9 @@ answered at once.
 Protocol
   ``isready`` loads the snapshot, compiles the search for ``Simulations``, measures its
   speed on the start position and answers ``readyok`` (with ``info string`` progress
-  lines meanwhile, a keep-alive for GUIs with a timeout).
+  lines meanwhile, a keep-alive for GUIs with a timeout). On a CPU's first start the
+  programs are compiled quick (LLVM -O0) and the -O2 ones follow in a thread, measured
+  and used from the move after they are ready, and serialized for the next start.
   Options: ``Simulations`` (spin, 800), ``Checkpoint`` (string, WORKDIR[@STEP]),
   ``CheckpointStep`` (string, ``latest`` or a step; reloads on the next ``isready``),
   ``NetworkDelay`` (spin, ms kept back from every time budget, 120), ``MaxMovesToDraw``

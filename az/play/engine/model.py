@@ -114,21 +114,31 @@ class Model:
     def _tree_limit(self) -> int:
         return self.max_plies or UNLIMITED_PLIES
 
-    def _search(self, n: int):
-        return self.agent.search(n, batch=1, history=PARSE_RULES.history, max_length=self._tree_limit,
-                                 pv_length=PV_LENGTH)
+    def _search(self, n: int, quick: bool = False):
+        return self.agent.search(n, **self._shape, quick=quick)
+
+    @property
+    def _shape(self) -> dict:
+        return dict(batch=1, history=PARSE_RULES.history, max_length=self._tree_limit, pv_length=PV_LENGTH)
+
+    def _compiled(self, quick: bool) -> set[int]:
+        return self.agent.compiled_simulations(**self._shape, quick=quick)
+
+    def _starts_quick(self, simulations: int) -> bool:
+        """A CPU without the -O2 programs serialized: ``prepare`` compiles quick ones (or
+        loads them) and the -O2 ones follow aside, for the next moves and the next start."""
+        optimized = all(self.agent.serialized(n, **self._shape) for n in (0, simulations))
+        return not optimized and jax.default_backend() == "cpu"
 
     def loads_quickly(self, simulations: int) -> bool:
-        """The policy's and the ``simulations`` search's programs were serialized by an
-        earlier start: loading them overlaps well on two cores (compiling does not)."""
-        return all(self.agent.serialized(n, batch=1, history=PARSE_RULES.history, max_length=self._tree_limit,
-                                         pv_length=PV_LENGTH) for n in (0, simulations))
+        """The programs ``prepare(simulations)`` uses were serialized by an earlier start:
+        loading them overlaps well on two cores (compiling does not)."""
+        quick = self._starts_quick(simulations)
+        return all(self.agent.serialized(n, **self._shape, quick=quick) for n in (0, simulations))
 
     def prepared(self, simulations: int) -> bool:
         """``prepare(simulations)`` has nothing left to do (for the current ply limit)."""
-        compiled = self.agent.compiled_simulations(batch=1, history=PARSE_RULES.history, max_length=self._tree_limit,
-                                                   pv_length=PV_LENGTH)
-        return self.speed is not None and {0, simulations} <= compiled
+        return self.speed is not None and {0, simulations} <= self._compiled(False) | self._compiled(True)
 
     def summary(self, simulations: int, search_s: float) -> str:
         """One line on what ``prepare`` loaded and measured."""
@@ -138,18 +148,21 @@ class Model:
         )
 
     def compiled_sizes(self) -> set[int]:
-        """Simulation counts (> 0) whose search is compiled."""
-        return self.agent.compiled_simulations(batch=1, history=PARSE_RULES.history, max_length=self._tree_limit,
-                                               pv_length=PV_LENGTH) - {0}
+        """Simulation counts (> 0) whose search is compiled (either way)."""
+        return (self._compiled(False) | self._compiled(True)) - {0}
 
-    def compile_in_background(self, n: int):
-        """Compiles the ``n``-simulation search in a thread, for later moves (one at a time)."""
+    def _in_background(self, work, *args, name: str):
+        """Runs ``work(*args)`` in a thread unless another one's is still running: one
+        compile at a time beside the search."""
         with Model._background_lock:
             if Model._background is not None and Model._background.is_alive():
                 return
-            Model._background = threading.Thread(target=self._compile_quietly, args=(n,), daemon=True,
-                                                 name=f"azshogi-compile-{n}")
+            Model._background = threading.Thread(target=work, args=args, daemon=True, name=name)
             Model._background.start()
+
+    def compile_in_background(self, n: int):
+        """Compiles the ``n``-simulation search in a thread, for later moves (one at a time)."""
+        self._in_background(self._compile_quietly, n, name=f"azshogi-compile-{n}")
 
     def _compile_quietly(self, n: int):
         try:
@@ -157,9 +170,22 @@ class Model:
         except Exception:  # the clock keeps using the sizes it has
             pass
 
+    def _optimize(self, simulations: int):
+        """The -O2 policy and search after a quick start, then their speed: once measured,
+        every move uses them."""
+        try:
+            start = time.perf_counter()
+            for n in (0, simulations):
+                self._search(n)
+            self.speed, _ = self._measure(simulations, time.perf_counter() - start)
+        except Exception:  # the quick programs stay in use
+            pass
+
     def evaluate(self, n: int, state: env.State) -> dict:
-        """An ``n``-simulation search (0: the policy network) of one position; host values."""
-        result = self._search(n)(self.agent.params, jax.random.PRNGKey(0), agent_lib.stack_states([state]))
+        """An ``n``-simulation search (0: the policy network) of one position; host values.
+        The -O2 program where compiled, else the quick one, else the -O2 one compiled now."""
+        quick = n not in self._compiled(False) and n in self._compiled(True)
+        result = self._search(n, quick)(self.agent.params, jax.random.PRNGKey(0), agent_lib.stack_states([state]))
         action, value, pv = jax.device_get((result.action[0], result.chosen_q[0], result.pv[0]))
         return {"action": int(action), "value": float(value), "pv": pv, "nodes": max(n, 1)}
 
@@ -171,29 +197,11 @@ class Model:
             pv = [move]
         return Answer(move, [info_line(len(pv), out["nodes"], seconds, f"cp {value_to_cp(out['value'])}", pv)])
 
-    def prepare(self, simulations: int, progress) -> float:
-        """Compiles the policy and the ``simulations`` search, measures their speed; the
+    def _measure(self, simulations: int, compile_s: float) -> tuple[Speed, float]:
+        """The speed of the programs ``evaluate`` uses, on the start position; and the
         search's seconds."""
-        progress(f"compiling the policy network and the search ({simulations} simulations)")
-        timed = {}
-
-        def compile_search():
-            start = time.perf_counter()
-            self._search(simulations)
-            timed["compile_s"] = time.perf_counter() - start
-
-        thread = None
-        if self.loads_quickly(simulations):  # both loaded at once, the position parsed meanwhile
-            thread = threading.Thread(target=compile_search, daemon=True, name="azshogi-compile")
-            thread.start()
-        install_parser()
         state = notation.from_sfen(notation.STARTPOS_SFEN, PARSE_RULES)
         self.evaluate(0, state)
-        if thread is not None:
-            thread.join()
-        if "compile_s" not in timed:  # not started, or it failed in the thread (its error reaches isready here)
-            compile_search()
-        compile_s = timed["compile_s"]
         start = time.perf_counter()
         for _ in range(3):
             self.evaluate(0, state)
@@ -204,8 +212,36 @@ class Model:
         start = time.perf_counter()
         self.answer(out, state, search_s)
         host_s = time.perf_counter() - start
-        self.speed = Speed(policy_s=policy_s, simulation_s=max(search_s - policy_s, 1e-6) / simulations,
-                           compile_s=compile_s, host_s=host_s)
+        speed = Speed(policy_s=policy_s, simulation_s=max(search_s - policy_s, 1e-6) / simulations,
+                      compile_s=compile_s, host_s=host_s)
+        return speed, search_s
+
+    def prepare(self, simulations: int, progress) -> float:
+        """Compiles the policy and the ``simulations`` search, measures their speed; the
+        search's seconds. On a CPU's first start these are the quick programs (``quick``
+        in ``Agent.search``), and the -O2 ones compile aside (``_optimize``)."""
+        quick = self._starts_quick(simulations)
+        how = " (quick; the faster search compiles aside)" if quick else ""
+        progress(f"compiling the policy network and the search ({simulations} simulations){how}")
+        timed = {}
+
+        def compile_search():
+            start = time.perf_counter()
+            self._search(simulations, quick)
+            timed["compile_s"] = time.perf_counter() - start
+
+        # The search beside the parser and the policy: on two idle cores the quick compiles
+        # overlap (first start 67 -> 47 s), and serialized programs load side by side.
+        thread = threading.Thread(target=compile_search, daemon=True, name="azshogi-compile")
+        thread.start()
+        install_parser()
+        self._search(0, quick)
+        thread.join()
+        if "compile_s" not in timed:  # it failed in the thread: its error reaches isready here
+            compile_search()
+        self.speed, search_s = self._measure(simulations, timed["compile_s"])
+        if quick:
+            self._in_background(self._optimize, simulations, name="azshogi-optimize")
         return search_s
 
 
