@@ -14,6 +14,7 @@ limit (a GUI's game can be longer than the training's ``max_length``).
 """
 
 import dataclasses
+import os
 import threading
 import time
 
@@ -30,6 +31,10 @@ PV_LENGTH = 16  # plies of principal variation read from the tree at most
 # Only "no legal move" ends a parsed game: the GUI is the referee.
 PARSE_RULES = env.Rules(max_length=UNLIMITED_PLIES, declaration=False, repetitions=2**20, history=256)
 
+
+# Where XLA_FLAGS compile every program at -O0 already (the test suite's), the -O2 programs
+# would be the quick ones again: nothing to compile aside.
+ALL_AT_O0 = "xla_backend_optimization_level=0" in os.environ.get("XLA_FLAGS", "")
 
 _parser_lock = threading.Lock()
 _parser_installed = []
@@ -128,7 +133,7 @@ class Model:
         """A CPU without the -O2 programs serialized: ``prepare`` compiles quick ones (or
         loads them) and the -O2 ones follow aside, for the next moves and the next start."""
         optimized = all(self.agent.serialized(n, **self._shape) for n in (0, simulations))
-        return not optimized and jax.default_backend() == "cpu"
+        return not optimized and jax.default_backend() == "cpu" and not ALL_AT_O0
 
     def loads_quickly(self, simulations: int) -> bool:
         """The programs ``prepare(simulations)`` uses were serialized by an earlier start:
