@@ -136,8 +136,8 @@ class Model:
         return not optimized and jax.default_backend() == "cpu" and not ALL_AT_O0
 
     def loads_quickly(self, simulations: int) -> bool:
-        """The programs ``prepare(simulations)`` uses were serialized by an earlier start:
-        loading them overlaps well on two cores (compiling does not)."""
+        """The programs ``prepare(simulations)`` uses were serialized by an earlier start
+        (the engine then warms the parser beside the loads, not after them)."""
         quick = self._starts_quick(simulations)
         return all(self.agent.serialized(n, **self._shape, quick=quick) for n in (0, simulations))
 
