@@ -95,7 +95,14 @@ class Checkpointer:
                 f"{self.directory} holds step {step} of a different config ({'; '.join(diffs)}); "
                 "use another --workdir or the same config"
             )
-        restored = self.manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state)))
+        try:
+            restored = self.manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state)))
+        except ValueError as e:  # orbax: the saved tree is not this azshogi's TrainState
+            detail = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
+            raise CheckpointMismatch(
+                f"{self.directory} holds step {step} in another state layout (an older azshogi? {detail}); "
+                "its snapshots still evaluate, but training resumes only in a new --workdir"
+            ) from None
         return restored["state"]
 
     def close(self):

@@ -2,7 +2,10 @@
 
 Loss = cross-entropy of the policy against the search's improved policy + mean
 squared error of the value, over N sampled positions; weight decay lives in the
-optimizer (decoupled for AdamW, added to the gradient for SGD).
+optimizer (decoupled for AdamW, added to the gradient for SGD). The policy's softmax
+runs over each position's legal moves only: over all 2,187 actions every illegal
+logit is pushed down everywhere, and drops (illegal without the piece in hand)
+stopped being the network's first choice anywhere.
 
 The learning rate follows the run's progress p = games finished / ``budget_games``
 (the same progress that moves start-scheme phases), so a schedule ends exactly when
@@ -75,7 +78,8 @@ class LossInfo(NamedTuple):
 
 def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules) -> tuple[Array, tuple]:
     logits, value = apply_fn(params, observations(batch.board, batch.hand, rules))
-    log_p = jax.nn.log_softmax(logits)
+    # A finite fill: a row without legal moves stays finite (its target is 0 anyway).
+    log_p = jax.nn.log_softmax(jnp.where(batch.legal, logits, -1e9))
     # Only full searches give policy targets (playout-cap randomization); values come from all.
     cross_entropy = -(batch.policy * log_p).sum(-1)
     policy_loss = (batch.policy_weight * cross_entropy).sum() / jnp.maximum(batch.policy_weight.sum(), 1.0)
