@@ -718,6 +718,9 @@ def test_report_teacher_measures_a_snapshots_policy(workdir, tmp_path):
     first_legal = np.argmax(np.asarray(games.legal_action_mask), axis=1)
     assert row["positions"] == 16 and row["agreement"] == np.mean(first_legal == np.asarray(best))
     assert row["low"] <= row["agreement"] <= row["high"] and out.exists()
+    drops = summary["drops"][spec]["policy"]
+    assert drops["share"] == np.mean(first_legal // 81 >= 20) and drops["positions"] == 16
+    assert summary["teacher_drops"] == np.mean(held.drop)
 
 
 # Slow: compiles more search sizes ---------------------------------------------------

@@ -333,32 +333,35 @@ def plot_balance(values: dict, path: str, *, unit: str) -> dict:
 def teacher_agreement(checkpoints: list[str], simulations: list[int], *, split: str = "heldout", positions: int = 0,
                       batch: int = 64, teacher_path: str | None = None) -> dict:
     """Agreement of each snapshot's policy (0 simulations) and search (Gumbel, no noise, as
-    evaluation plays) with the teacher's moves: checkpoint -> "policy"/"search N" -> breakdown."""
+    evaluation plays) with the teacher's moves: checkpoint -> "policy"/"search N" -> breakdown;
+    and how often each plays a drop ("drops": checkpoint -> label -> share with its interval;
+    the teacher's share beside them), which a policy trained against illegal moves never did."""
     import jax
 
     from az import agreement, teacher as teacher_lib
     from az.play import agent as agent_lib
+    from envs import movegen
 
     teacher_set = teacher_lib.load(teacher_path) if teacher_path else teacher_lib.load()
     chosen = teacher_set if split == "all" else teacher_set.select(getattr(teacher_set, split))
     if positions > 0:
         chosen = chosen.select(np.arange(min(positions, chosen.size)))
-    results, probes, policies = {}, {}, {}
+    results, drop_shares, probes, policies = {}, {}, {}, {}
     for spec in checkpoints:
         agent = agent_lib.load_agent(spec)
         if agent.rules not in probes:
             probes[agent.rules] = agreement.make_probe(chosen, agent.rules, split="all")
         probe = probes[agent.rules]
         best = np.asarray(probe.best)
-        rows = {}
+        rows, drops = {}, {}
         for n in simulations:
             if n == 0:
                 key = agent.config.to_json()  # one compile per network, whatever the snapshot
                 if key not in policies:
                     policies[key] = jax.jit(functools.partial(agreement.per_position, agent.network.apply,
                                                               rules=agent.rules))
-                rank, _, _ = policies[key](agent.params, probe)
-                hits = np.asarray(rank) == 0
+                rank, choice, _ = policies[key](agent.params, probe)
+                choices = np.asarray(choice)
                 label = "policy"
             else:
                 search = agent.search(n, batch=batch, history=agent.rules.history)
@@ -368,16 +371,21 @@ def teacher_agreement(checkpoints: list[str], simulations: list[int], *, split: 
                     games = jax.tree.map(lambda a: a[index], probe.games)
                     result = search(agent.params, jax.random.PRNGKey(first), games)
                     chosen_actions.append(np.asarray(result.action)[: min(batch, chosen.size - first)])
-                hits = np.concatenate(chosen_actions) == best
+                choices = np.concatenate(chosen_actions)
                 label = f"search {n}"
-            rows[label] = agreement.breakdown(hits, chosen)
+            rows[label] = agreement.breakdown(choices == best, chosen)
+            dropped = choices // 81 >= movegen.PAWN_DROP
+            low, high = agreement.wilson_interval(int(dropped.sum()), len(dropped))
+            drops[label] = {"share": float(dropped.mean()), "low": low, "high": high, "positions": len(dropped)}
             a = rows[label]["all"]
             print(f"{agent.name} {label}: {100 * a['agreement']:.1f}% [{100 * a['low']:.1f}, {100 * a['high']:.1f}] "
-                  f"of {a['positions']}", flush=True)
+                  f"of {a['positions']}; plays a drop in {100 * dropped.mean():.1f}% "
+                  f"(teacher {100 * chosen.drop.mean():.1f}%)", flush=True)
         results[agent.name] = rows
+        drop_shares[agent.name] = drops
     return {"split": split, "positions": chosen.size, "teacher_set": chosen.path,
             "baselines": agreement.baselines(teacher_set) if split == "heldout" and positions == 0 else {},
-            "results": results}
+            "results": results, "drops": drop_shares, "teacher_drops": float(chosen.drop.mean())}
 
 
 def plot_teacher(summary: dict, path: str) -> None:
