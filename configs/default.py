@@ -80,6 +80,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     # paper scale: about 22 at initialisation, falling to about 3 within 20 steps, so 50
     # only stops a blow-up and never binds in normal training.
     c.learner.grad_clip = 50.0
+    # The policy loss's softmax: over "all" 2,187 actions (AlphaZero's pseudocode; an illegal
+    # action has target 0, so drops fade from the policy within minutes) or the "legal" moves
+    # only (keeps drops longer; an hour on 2 cores ends far weaker: README, issue 22).
+    c.learner.policy_over = "all"
 
     # Agreement with the teacher set's held-out positions (az/agreement.py): measured, never
     # trained on; logged as teacher/* and drawn by `report curve`. May change on resume.

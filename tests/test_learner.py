@@ -93,8 +93,7 @@ def test_update__reports_the_norm_before_clipping_and_whether_it_clipped(grad_cl
 
     rng = np.random.default_rng(0)
     batch = Batch(board=jnp.asarray(rng.integers(-1, 28, (4, 81)), jnp.int8), hand=jnp.zeros((4, 2, 7), jnp.int8),
-                  policy=jax.nn.one_hot(jnp.asarray([5, 5, 7, 9]), 2187), legal=jnp.ones((4, 2187), bool),
-                  policy_weight=jnp.ones(4),
+                  policy=jax.nn.one_hot(jnp.asarray([5, 5, 7, 9]), 2187), policy_weight=jnp.ones(4),
                   value=jnp.asarray([1.0, -1.0, 0.0, 1.0]))
     params = {"w": jnp.full((2187,), 0.1), "v": jnp.float32(0.3)}
     update = jax.jit(_update_fn(grad_clip))
@@ -136,8 +135,7 @@ def test_loss__policy_targets_only_from_full_searches():
     params = {"w": jnp.zeros(2187).at[5].set(2.0), "v": jnp.float32(0.0)}
     targets = jax.nn.one_hot(jnp.asarray([5, 9, 9, 5]), 2187)
     batch = Batch(board=jnp.full((4, 81), -1, jnp.int8), hand=jnp.zeros((4, 2, 7), jnp.int8), policy=targets,
-                  legal=jnp.ones((4, 2187), bool), policy_weight=jnp.asarray([1.0, 0.0, 0.0, 1.0]),
-                  value=jnp.asarray([1.0, -1.0, 1.0, -1.0]))
+                  policy_weight=jnp.asarray([1.0, 0.0, 0.0, 1.0]), value=jnp.asarray([1.0, -1.0, 1.0, -1.0]))
     loss, (policy_loss, value_loss, _, _) = learner.loss_fn(apply_fn, params, batch, env.Rules())
     log_p = jax.nn.log_softmax(params["w"])
     assert float(policy_loss) == pytest.approx(float(-log_p[5]), rel=1e-6)  # rows 0 and 3 only
@@ -145,36 +143,40 @@ def test_loss__policy_targets_only_from_full_searches():
     assert float(loss) == pytest.approx(float(policy_loss) + float(value_loss))
 
 
-def test_loss__the_policy_softmax_runs_over_legal_moves_only():
-    """Illegal logits get no gradient; the loss is the cross-entropy over the legal moves."""
+def test_loss__policy_over_legal_moves_ignores_illegal_logits():
+    """``policy_over="legal"``: the softmax runs over the moves legal on the stored board and
+    hands (30 at the start, 71 with a gold in hand: 41 empty squares more), illegal
+    logits get no gradient; ``"all"`` takes the softmax over all 2,187 actions."""
     from az.train.replay import Batch
-    from envs import env
+    from envs import env, movegen
 
     def apply_fn(params, observations):
         n = observations[0].shape[0]
         return jnp.broadcast_to(params["w"], (n, 2187)), jnp.zeros(n)
 
+    start = movegen.GameState()
+    hands = np.zeros((2, 2, 7), np.int8)
+    hands[1, 0, 6] = 1  # the mover holds a gold
     rng = np.random.default_rng(1)
     params = {"w": jnp.asarray(rng.normal(size=2187), jnp.float32)}
-    legal = np.zeros((2, 2187), bool)
-    legal[0, [3, 40, 1500]] = True
-    legal[1, [7, 40]] = True
-    targets = np.zeros((2, 2187), np.float32)
-    targets[0, [3, 40, 1500]] = [0.5, 0.3, 0.2]
-    targets[1, [7, 40]] = [0.9, 0.1]
-    batch = Batch(board=jnp.full((2, 81), -1, jnp.int8), hand=jnp.zeros((2, 2, 7), jnp.int8),
-                  policy=jnp.asarray(targets), legal=jnp.asarray(legal), policy_weight=jnp.ones(2), value=jnp.zeros(2))
-    (_, (policy_loss, _, entropy, _)), grads = jax.value_and_grad(
-        lambda p: learner.loss_fn(apply_fn, p, batch, env.Rules()), has_aux=True)(params)
+    first_legal = int(np.flatnonzero(np.asarray(start.legal_action_mask))[0])
+    batch = Batch(board=jnp.tile(start.board.astype(jnp.int8), (2, 1)), hand=jnp.asarray(hands),
+                  policy=jax.nn.one_hot(jnp.asarray([first_legal, first_legal]), 2187), policy_weight=jnp.ones(2),
+                  value=jnp.zeros(2))
 
+    def loss_and_grad(policy_over):
+        fn = jax.value_and_grad(lambda p: learner.loss_fn(apply_fn, p, batch, env.Rules(), policy_over=policy_over),
+                                has_aux=True)
+        (_, (policy_loss, _, _, _)), grads = jax.jit(fn)(params)
+        return float(policy_loss), np.asarray(grads["w"])
+
+    legal = np.asarray(learner.legal_moves(batch.board, batch.hand, env.Rules()))
+    assert legal.sum(-1).tolist() == [30, 71]
     w = np.asarray(params["w"], np.float64)
-    expected = []
-    for row in range(2):
-        moves = np.flatnonzero(legal[row])
-        log_p = w[moves] - np.log(np.exp(w[moves]).sum())
-        expected.append(-(targets[row, moves] * log_p).sum())
-    assert float(policy_loss) == pytest.approx(np.mean(expected), rel=1e-5)
-    assert np.isfinite(float(entropy)) and 0 < float(entropy) < np.log(3)
-    gradient = np.asarray(grads["w"])
-    assert np.all(gradient[~legal.any(0)] == 0)
-    assert np.all(gradient[legal.any(0)] != 0)
+    loss, gradient = loss_and_grad("legal")
+    expected = np.mean([np.log(np.exp(w[row]).sum()) - w[first_legal] for row in legal])
+    assert loss == pytest.approx(expected, rel=1e-5)
+    assert np.all(gradient[~legal.any(0)] == 0) and np.all(gradient[legal.any(0)] != 0)
+    loss_all, gradient_all = loss_and_grad("all")
+    assert loss_all == pytest.approx(np.log(np.exp(w).sum()) - w[first_legal], rel=1e-5)
+    assert np.all(gradient_all != 0)

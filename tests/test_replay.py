@@ -43,7 +43,6 @@ def make_plies(
         hand=jnp.zeros((*shape, 2, 7), jnp.int8),
         color=jnp.asarray(color),
         policy=jnp.zeros((*shape, replay.NUM_ACTIONS), jnp.bfloat16),
-        legal=jnp.zeros((*shape, replay.LEGAL_BYTES), jnp.uint8),
         search_value=jnp.asarray(arr(search_value, np.float32)),
         played=jnp.asarray(arr(played, np.bool_, fill=True)),
         full_search=jnp.asarray(arr(full_search, np.bool_, fill=True)),

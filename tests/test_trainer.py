@@ -222,22 +222,6 @@ def test_train__metrics_have_diversity_histograms_and_end_reasons(smoke_runs, ba
         assert line["selfplay/finished_at_start"] == 0 and line["selfplay/noise_tv"] == 0.0  # Gumbel: no noise
 
 
-def test_replay__stores_each_positions_legal_moves_under_its_policy(base_continued):
-    """The packed legal moves of every stored position hold the search's policy: the
-    improved policy of a full Gumbel search covers exactly the legal moves (a mate
-    found in one is a one-hot, a subset)."""
-    _, state = base_continued
-    replay = jax.device_get(state.replay)
-    filled = np.asarray(replay.filled)
-    legal = np.unpackbits(np.asarray(replay.plies.legal)[filled], axis=-1, count=env.NUM_ACTIONS).astype(bool)
-    support = np.asarray(replay.plies.policy, np.float32)[filled] > 0
-    assert legal.any(-1).all(), "a played position without legal moves"
-    assert not (support & ~legal).any(), "policy mass on moves the stored mask calls illegal"
-    full = np.asarray(replay.plies.full_search)[filled]
-    exact = (support == legal).all(-1)
-    assert exact[full].mean() > 0.9, exact[full].mean()
-
-
 def test_resume__continues_exactly_moving_average_included(smoke_runs, base_continued, tmp_path, monkeypatch):
     """Six iterations straight equal two, a checkpoint, a restore and four more (the
     fixture), parameters and their moving average alike; the snapshot keeps the average.
@@ -303,8 +287,8 @@ def test_train__refuses_a_checkpoint_of_another_config(smoke_runs, tmp_path):
 
 
 def test_restore__a_checkpoint_of_an_older_state_layout_is_a_one_line_error(smoke_runs, tmp_path):
-    """A training state saved before the replay gained a field (here: without the legal
-    moves) names the checkpoint instead of orbax's tree mismatch."""
+    """A training state saved before the replay gained a field (here: the replay without
+    ``truncated``) names the checkpoint instead of orbax's tree mismatch."""
     import typing
 
     run = smoke_runs("base")
@@ -313,7 +297,7 @@ def test_restore__a_checkpoint_of_an_older_state_layout_is_a_one_line_error(smok
         state = checkpointer.restore(run.trainer.config, run.trainer.abstract_state)
     finally:
         checkpointer.close()
-    fields = [f for f in state.replay.plies._fields if f != "legal"]
+    fields = [f for f in state.replay.plies._fields if f != "truncated"]
     OlderPlies = typing.NamedTuple("Plies", [(f, jax.Array) for f in fields])
     older = state._replace(replay=state.replay._replace(
         plies=OlderPlies(*(getattr(state.replay.plies, f) for f in fields))))

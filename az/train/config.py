@@ -120,6 +120,7 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
     )
     _require(0 <= lr.ema_decay < 1, "learner.ema_decay", lr.ema_decay, "must be in [0, 1) (0: no average)")
     _require(lr.grad_clip >= 0, "learner.grad_clip", lr.grad_clip, "must be >= 0 (0: no clipping)")
+    _require(lr.policy_over in ("all", "legal"), "learner.policy_over", lr.policy_over, "must be 'all' or 'legal'")
     _require(c.teacher.every_iterations >= 0, "teacher.every_iterations", c.teacher.every_iterations, "must be >= 0")
     _require(c.teacher.positions >= 0, "teacher.positions", c.teacher.positions, "must be >= 0 (0: all)")
     _require(c.checkpoint.every_iterations >= 1, "checkpoint.every_iterations", c.checkpoint.every_iterations, ">= 1")

@@ -3,9 +3,9 @@
 Loss = cross-entropy of the policy against the search's improved policy + mean
 squared error of the value, over N sampled positions; weight decay lives in the
 optimizer (decoupled for AdamW, added to the gradient for SGD). The policy's softmax
-runs over each position's legal moves only: over all 2,187 actions every illegal
-logit is pushed down everywhere, and drops (illegal without the piece in hand)
-stopped being the network's first choice anywhere.
+runs over all 2,187 actions (illegal ones have target 0, as in AlphaZero's pseudocode)
+or over each position's legal moves, recomputed from the stored board and hands
+(``learner.policy_over``).
 
 The learning rate follows the run's progress p = games finished / ``budget_games``
 (the same progress that moves start-scheme phases), so a schedule ends exactly when
@@ -76,10 +76,23 @@ class LossInfo(NamedTuple):
     learning_rate: Array
 
 
-def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules) -> tuple[Array, tuple]:
+def legal_moves(boards: Array, hands: Array, rules: env.Rules) -> Array:
+    """[N, 81] int8, [N, 2, 7] int8 -> [N, A] bool, the mover's legal moves."""
+
+    def one(board, hand):
+        x = movegen.GameState(board=board.astype(jnp.int32), hand=hand.astype(jnp.int32))
+        return movegen.legal_action_mask(x, rules.movegen)
+
+    return jax.vmap(one)(boards, hands)
+
+
+def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules, *,
+            policy_over: str = "all") -> tuple[Array, tuple]:
     logits, value = apply_fn(params, observations(batch.board, batch.hand, rules))
-    # A finite fill: a row without legal moves stays finite (its target is 0 anyway).
-    log_p = jax.nn.log_softmax(jnp.where(batch.legal, logits, -1e9))
+    if policy_over == "legal":
+        # A finite fill keeps a row without legal moves finite (its target is 0 anyway).
+        logits = jnp.where(legal_moves(batch.board, batch.hand, rules), logits, -1e9)
+    log_p = jax.nn.log_softmax(logits)
     # Only full searches give policy targets (playout-cap randomization); values come from all.
     cross_entropy = -(batch.policy * log_p).sum(-1)
     policy_loss = (batch.policy_weight * cross_entropy).sum() / jnp.maximum(batch.policy_weight.sum(), 1.0)
@@ -91,12 +104,13 @@ def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules) -> tuple
     return policy_loss + value_loss, (policy_loss, value_loss, entropy, accuracy)
 
 
-def make_update(apply_fn: Callable, optimizer: optax.GradientTransformation, rules: env.Rules, *, grad_clip: float):
+def make_update(apply_fn: Callable, optimizer: optax.GradientTransformation, rules: env.Rules, *, grad_clip: float,
+                policy_over: str = "all"):
     """``update(params, opt_state, batch, learning_rate) -> (params, opt_state, loss, LossInfo)``.
 
     ``grad_clip`` > 0 scales the gradient down to that global norm when it is larger
     (0: never)."""
-    grad_fn = jax.value_and_grad(lambda p, b: loss_fn(apply_fn, p, b, rules), has_aux=True)
+    grad_fn = jax.value_and_grad(lambda p, b: loss_fn(apply_fn, p, b, rules, policy_over=policy_over), has_aux=True)
 
     def update(params, opt_state, batch: Batch, rate: Array):
         (loss, parts), grads = grad_fn(params, batch)

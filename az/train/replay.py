@@ -4,8 +4,8 @@ Layout [R, B]: B game slots (columns, sharded over devices) and R rows of plies
 (a ring, written T rows per iteration). A game occupies consecutive rows of one
 column, so once it ends, ``label`` can hand its outcome back to all its positions by
 one reverse scan over the rows, however many iterations the game spanned.
-Positions are stored compactly (board and hands, 96 bytes; legal moves as bits) and
-turned into observations when sampled.
+Positions are stored compactly (board and hands, 96 bytes) and turned into
+observations when sampled.
 """
 
 from typing import NamedTuple
@@ -16,8 +16,6 @@ from jax import Array
 
 from envs.movegen import NUM_ACTIONS
 
-LEGAL_BYTES = -(-NUM_ACTIONS // 8)
-
 
 class Plies(NamedTuple):
     """What self-play records per ply: leaves [T, B, ...] (or [R, B, ...] in the buffer)."""
@@ -26,7 +24,6 @@ class Plies(NamedTuple):
     hand: Array  # [.., B, 2, 7] int8, row 0 the mover's
     color: Array  # [.., B] int8, 0 black to move
     policy: Array  # [.., B, A] bfloat16, the search's improved policy
-    legal: Array  # [.., B, ceil(A / 8)] uint8, the legal moves (the mask packed by jnp.packbits)
     search_value: Array  # [.., B] float32, the search's Q of the chosen move (mover's view)
     played: Array  # [.., B] bool, a move was searched and played here (not: a start already over)
     full_search: Array  # [.., B] bool, searched with the full simulations: the policy is a target
@@ -50,7 +47,6 @@ def empty_plies(shape: tuple[int, ...]) -> Plies:
         hand=jnp.zeros((*shape, 2, 7), jnp.int8),
         color=jnp.zeros(shape, jnp.int8),
         policy=jnp.zeros((*shape, NUM_ACTIONS), jnp.bfloat16),
-        legal=jnp.zeros((*shape, LEGAL_BYTES), jnp.uint8),
         search_value=jnp.zeros(shape, jnp.float32),
         played=jnp.zeros(shape, jnp.bool_),
         full_search=jnp.zeros(shape, jnp.bool_),
@@ -137,7 +133,6 @@ class Batch(NamedTuple):
     board: Array  # [N, 81] int8
     hand: Array  # [N, 2, 7] int8
     policy: Array  # [N, A] float32
-    legal: Array  # [N, A] bool, the position's legal moves: the loss's softmax runs over these only
     policy_weight: Array  # [N] float32, 1 where the policy is a target (a full search), else 0
     value: Array  # [N] float32
 
@@ -153,7 +148,6 @@ def sample(replay: Replay, rng_key: Array, size: int) -> Batch:
         board=flat.board[index],
         hand=flat.hand[index],
         policy=flat.policy[index].astype(jnp.float32),
-        legal=jnp.unpackbits(flat.legal[index], axis=-1, count=NUM_ACTIONS).astype(jnp.bool_),
         policy_weight=flat.full_search[index].astype(jnp.float32),
         value=replay.value_target.reshape(-1)[index],
     )

@@ -235,7 +235,6 @@ def make_selfplay(
             hand=games.x.hand.astype(jnp.int8),
             color=mover.astype(jnp.int8),
             policy=result.policy.astype(jnp.bfloat16),
-            legal=jnp.packbits(games.legal_action_mask, axis=-1),
             search_value=played_q,
             played=~over,
             full_search=jnp.broadcast_to(full, over.shape),

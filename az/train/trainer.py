@@ -218,7 +218,8 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
     net = network_lib.make_network(config)
     selfplay = _make_selfplay(config, rules, spec, start)
     optimizer = learner_lib.make_optimizer(config.learner)
-    update = learner_lib.make_update(net.apply, optimizer, rules, grad_clip=config.learner.grad_clip)
+    update = learner_lib.make_update(net.apply, optimizer, rules, grad_clip=config.learner.grad_clip,
+                                     policy_over=config.learner.policy_over)
     steps = config_lib.steps_per_iteration(config)
     num_games = config.selfplay.num_games
     rows = config.replay.capacity // num_games
