@@ -156,6 +156,7 @@ def _bad(field: str, value, preset="smoke"):
         ("replay.capacity", 8 * 8 * 3 + 1, 1),  # not a multiple of one iteration
         ("learner.batch_size", 30, 4),
         ("replay.truncated_value", "last", 1),
+        ("learner.policy_over", "legal_only", 1),
     ],
 )
 def test_validate__bad_value_gives_one_line_naming_the_field(field, value, num_devices):

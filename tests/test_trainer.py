@@ -252,6 +252,22 @@ def test_resume__continues_exactly_moving_average_included(smoke_runs, base_cont
 
 
 @pytest.mark.slow
+def test_train__policy_over_legal_trains_with_finite_losses(tmp_path):
+    """The legal-only policy loss compiled into the whole loop: the learner recomputes
+    the sampled positions' legal moves; losses stay finite, and the policy loss is about
+    the log of a position's legal-move count, far below the all-actions loss's start
+    (about log 2187 = 7.7)."""
+    config = smoke_config("base")
+    config.learner.policy_over = "legal"
+    loop.train(config, str(tmp_path), max_iterations=6)  # every smoke game ends by ply 48
+    learned = [line for line in read_jsonl(tmp_path) if line["learned"]]
+    assert learned
+    for line in learned:
+        assert_finite(line)
+        assert 0 < line["policy_loss"] < 6.0
+
+
+@pytest.mark.slow
 def test_train__playout_caps_search_some_plies_in_full(tmp_path):
     """Half the plies (chosen per ply for the whole batch) get the full search."""
     config = smoke_config("base")
