@@ -82,7 +82,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.learner.grad_clip = 50.0
     # The policy loss's softmax: over "all" 2,187 actions (AlphaZero's pseudocode; an illegal
     # action has target 0, so drops fade from the policy within minutes) or the "legal" moves
-    # only (keeps drops longer; an hour on 2 cores ends far weaker: README, issue 22).
+    # only (drops fade too, only later; no stronger at the :cpu budget: docs/stall_study.md).
     c.learner.policy_over = "all"
 
     # Agreement with the teacher set's held-out positions (az/agreement.py): measured, never
