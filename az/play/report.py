@@ -335,7 +335,7 @@ def teacher_agreement(checkpoints: list[str], simulations: list[int], *, split: 
     """Agreement of each snapshot's policy (0 simulations) and search (Gumbel, no noise, as
     evaluation plays) with the teacher's moves: checkpoint -> "policy"/"search N" -> breakdown;
     and how often each plays a drop ("drops": checkpoint -> label -> share with its interval;
-    the teacher's share beside them), which a policy trained against illegal moves never did."""
+    "teacher_drops": the teacher's share)."""
     import jax
 
     from az import agreement, teacher as teacher_lib

@@ -53,15 +53,25 @@ def make_optimizer(config) -> optax.GradientTransformation:
     )
 
 
-def observations(boards: Array, hands: Array, rules: env.Rules) -> Array:
-    """[N, 81] int8, [N, 2, 7] int8 -> the network's input (board planes packed
-    [N, 648] uint8, flags [N, 57]), by the rules' move generator."""
+def _by_position(fn: Callable, boards: Array, hands: Array, rules: env.Rules):
+    """``fn(position, move generator)`` over [N, 81] int8 boards and [N, 2, 7] int8 hands."""
 
     def one(board, hand):
         x = movegen.GameState(board=board.astype(jnp.int32), hand=hand.astype(jnp.int32))
-        return movegen.observe_parts(x, rules.movegen)
+        return fn(x, rules.movegen)
 
     return jax.vmap(one)(boards, hands)
+
+
+def observations(boards: Array, hands: Array, rules: env.Rules) -> Array:
+    """[N, 81] int8, [N, 2, 7] int8 -> the network's input (board planes packed
+    [N, 648] uint8, flags [N, 57]), by the rules' move generator."""
+    return _by_position(movegen.observe_parts, boards, hands, rules)
+
+
+def legal_moves(boards: Array, hands: Array, rules: env.Rules) -> Array:
+    """[N, 81] int8, [N, 2, 7] int8 -> [N, A] bool, the mover's legal moves."""
+    return _by_position(movegen.legal_action_mask, boards, hands, rules)
 
 
 class LossInfo(NamedTuple):
@@ -74,16 +84,6 @@ class LossInfo(NamedTuple):
     grad_norm: Array  # global gradient norm before clipping
     clipped: Array  # 1.0 when clipping scaled the gradient down, else 0.0
     learning_rate: Array
-
-
-def legal_moves(boards: Array, hands: Array, rules: env.Rules) -> Array:
-    """[N, 81] int8, [N, 2, 7] int8 -> [N, A] bool, the mover's legal moves."""
-
-    def one(board, hand):
-        x = movegen.GameState(board=board.astype(jnp.int32), hand=hand.astype(jnp.int32))
-        return movegen.legal_action_mask(x, rules.movegen)
-
-    return jax.vmap(one)(boards, hands)
 
 
 def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules, *,
