@@ -113,6 +113,18 @@ def breakdown(hits: np.ndarray, teacher_set: teacher_lib.TeacherSet) -> dict:
     return out
 
 
+def promotion_choices(actions: np.ndarray, legal_action_mask: np.ndarray) -> tuple[int, int]:
+    """(promoted, could_promote): of the board moves in ``actions`` [P] whose other version
+    (promoted or not: the same piece, squares and direction) is legal too, how many promote.
+    pgx's directions 10-19 are 0-9 with promotion, so the pair is 810 actions apart."""
+    actions = np.asarray(actions)
+    direction = actions // 81
+    board_move = direction < 20
+    other = np.where(board_move, np.where(direction >= 10, actions - 810, actions + 810), actions)
+    could = board_move & np.asarray(legal_action_mask)[np.arange(len(actions)), other]
+    return int((could & (direction >= 10)).sum()), int(could.sum())
+
+
 def baselines(teacher_set: teacher_lib.TeacherSet, heuristic_weights: str | None = None) -> dict:
     """Reference agreements on the held-out positions, for plots: ``random`` (the expected
     share of a uniformly random legal move), and ``greedy`` and ``GA heuristic`` as the

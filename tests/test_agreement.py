@@ -118,3 +118,30 @@ def test_baselines__random_is_the_mean_inverse_move_count(shipped):
     held = shipped.select(shipped.heldout)
     assert lines["random"] == pytest.approx(np.mean(1.0 / held.legal_moves))
     assert 0.15 < lines["greedy"] < lines["GA heuristic"] < 0.5  # from data/heuristic_weights.json
+
+
+def test_promotion_choices__match_cshogi_on_every_legal_move(shipped, probe):
+    """Each legal move of the probe positions counts as 'could promote' exactly when cshogi
+    lists both its promoted and its plain version, and as promoted when it is the former."""
+    import cshogi
+
+    held = shipped.select(shipped.heldout)
+    masks = np.asarray(probe.games.legal_action_mask)
+    boards, colors = np.asarray(probe.games.x.board), np.asarray(probe.games.current_player)
+    total_could = 0
+    for i in range(POSITIONS):
+        board = cshogi.Board(held.sfens[i])
+        legal_usi = {cshogi.move_to_usi(m) for m in board.legal_moves}
+        actions = np.flatnonzero(masks[i])
+        expected_promoted = expected_could = 0
+        for a in actions:
+            usi = notation.board_action_to_usi(boards[i], int(colors[i]), int(a))
+            plain = usi.rstrip("+")
+            both = "*" not in usi and plain in legal_usi and plain + "+" in legal_usi
+            expected_could += both
+            expected_promoted += both and usi.endswith("+")
+        promoted, could = agreement.promotion_choices(actions, np.repeat(masks[i:i + 1], len(actions), axis=0))
+        assert (promoted, could) == (expected_promoted, expected_could), held.sfens[i]
+        assert could == 2 * promoted  # every pair is counted from both sides
+        total_could += could
+    assert total_could > 0  # the probe holds positions where a move can go either way

@@ -335,7 +335,8 @@ def teacher_agreement(checkpoints: list[str], simulations: list[int], *, split: 
     """Agreement of each snapshot's policy (0 simulations) and search (Gumbel, no noise, as
     evaluation plays) with the teacher's moves: checkpoint -> "policy"/"search N" -> breakdown;
     and how often each plays a drop ("drops": checkpoint -> label -> share with its interval;
-    "teacher_drops": the teacher's share)."""
+    "teacher_drops": the teacher's share) and promotes when its move could go either way
+    ("promotions", "teacher_promotions": the same shares over such moves)."""
     import jax
 
     from az import agreement, teacher as teacher_lib
@@ -346,14 +347,16 @@ def teacher_agreement(checkpoints: list[str], simulations: list[int], *, split: 
     chosen = teacher_set if split == "all" else teacher_set.select(getattr(teacher_set, split))
     if positions > 0:
         chosen = chosen.select(np.arange(min(positions, chosen.size)))
-    results, drop_shares, probes, policies = {}, {}, {}, {}
+    results, drop_shares, promotion_shares, probes, policies = {}, {}, {}, {}, {}
     for spec in checkpoints:
         agent = agent_lib.load_agent(spec)
         if agent.rules not in probes:
             probes[agent.rules] = agreement.make_probe(chosen, agent.rules, split="all")
         probe = probes[agent.rules]
         best = np.asarray(probe.best)
-        rows, drops = {}, {}
+        rows, drops, promotions = {}, {}, {}
+        legal = np.asarray(probe.games.legal_action_mask)
+        teacher_promotions = agreement.promotion_choices(best, legal)
         for n in simulations:
             if n == 0:
                 key = agent.config.to_json()  # one compile per network, whatever the snapshot
@@ -377,15 +380,22 @@ def teacher_agreement(checkpoints: list[str], simulations: list[int], *, split: 
             dropped = choices // 81 >= movegen.PAWN_DROP
             low, high = agreement.wilson_interval(int(dropped.sum()), len(dropped))
             drops[label] = {"share": float(dropped.mean()), "low": low, "high": high, "positions": len(dropped)}
+            promoted, could = agreement.promotion_choices(choices, legal)
+            low, high = agreement.wilson_interval(promoted, could)
+            promotions[label] = {"share": promoted / could if could else math.nan, "low": low, "high": high,
+                                 "positions": could}
             a = rows[label]["all"]
             print(f"{agent.name} {label}: {100 * a['agreement']:.1f}% [{100 * a['low']:.1f}, {100 * a['high']:.1f}] "
                   f"of {a['positions']}; plays a drop in {100 * dropped.mean():.1f}% "
-                  f"(teacher {100 * chosen.drop.mean():.1f}%)", flush=True)
+                  f"(teacher {100 * chosen.drop.mean():.1f}%); promotes {promoted} of the {could} moves "
+                  f"it could play either way (teacher {teacher_promotions[0]} of {teacher_promotions[1]})", flush=True)
         results[agent.name] = rows
         drop_shares[agent.name] = drops
+        promotion_shares[agent.name] = promotions
     return {"split": split, "positions": chosen.size, "teacher_set": chosen.path,
             "baselines": agreement.baselines(teacher_set) if split == "heldout" and positions == 0 else {},
-            "results": results, "drops": drop_shares, "teacher_drops": float(chosen.drop.mean())}
+            "results": results, "drops": drop_shares, "teacher_drops": float(chosen.drop.mean()),
+            "promotions": promotion_shares, "teacher_promotions": teacher_promotions[0] / max(teacher_promotions[1], 1)}
 
 
 def plot_teacher(summary: dict, path: str) -> None:
