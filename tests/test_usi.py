@@ -722,7 +722,7 @@ def test_report_teacher_measures_a_snapshots_policy(workdir, tmp_path):
     assert drops["share"] == np.mean(first_legal // 81 >= 20) and drops["positions"] == 16
     assert summary["teacher_drops"] == np.mean(held.drop)
     from az import agreement
-    promoted, could = agreement.promotion_choices(first_legal, np.asarray(games.legal_action_mask))
+    _, could = agreement.promotion_choices(first_legal, np.asarray(games.legal_action_mask))
     assert summary["promotions"][spec]["policy"]["positions"] == could
     teacher_promoted, teacher_could = agreement.promotion_choices(np.asarray(best), np.asarray(games.legal_action_mask))
     assert teacher_could > 0 and summary["teacher_promotions"] == teacher_promoted / teacher_could
