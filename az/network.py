@@ -70,6 +70,8 @@ class AZNet(nn.Module):
     channels: int
     value_hidden: int = 256
     dtype: jnp.dtype = jnp.float32
+    policy_bias: str = "plane"  # "plane": one bias per direction; "action": one per action
+
 
     @nn.compact
     def __call__(self, observation: tuple[Array, Array]) -> tuple[Array, Array]:
@@ -84,9 +86,14 @@ class AZNet(nn.Module):
         # Names as before the stem read two parts, so earlier snapshots still load.
         p = nn.Conv(self.channels, (3, 3), dtype=self.dtype, name="Conv_1")(h)
         p = nn.relu(nn.LayerNorm(dtype=self.dtype)(p))
-        p = nn.Conv(NUM_DIRECTIONS, (1, 1), dtype=self.dtype, name="Conv_2")(p)  # [B, 9, 9, 27]
+        p = nn.Conv(NUM_DIRECTIONS, (1, 1), use_bias=self.policy_bias == "plane", dtype=self.dtype,
+                    name="Conv_2")(p)  # [B, 9, 9, 27]
         p = jnp.rot90(p, k=1, axes=(1, 2))  # [B, file, rank, 27]
         logits = p.reshape(p.shape[0], 81, NUM_DIRECTIONS).transpose(0, 2, 1).reshape(p.shape[0], -1)
+        if self.policy_bias == "action":
+            # A bias per (direction, square): the all-actions loss pushes a promotion down
+            # on the squares where it can never be legal, not on the whole plane.
+            logits = logits + self.param("policy_bias", nn.initializers.zeros, (movegen.NUM_ACTIONS,)).astype(self.dtype)
 
         v = nn.Conv(4, (1, 1), dtype=self.dtype, name="Conv_3")(h)
         v = nn.relu(nn.LayerNorm(dtype=self.dtype)(v)).reshape(h.shape[0], -1)
@@ -101,6 +108,7 @@ def make_network(config) -> AZNet:
         num_blocks=config.model.num_blocks,
         channels=config.model.channels,
         value_hidden=config.model.value_hidden,
+        policy_bias=config.model.policy_bias,
         dtype=jnp.bfloat16 if config.model.dtype == "bfloat16" else jnp.float32,
     )
 

@@ -47,3 +47,16 @@ def test_network__parameters_are_laid_out_as_a_plain_first_convolution():
     assert params["params"]["Conv_0"]["kernel"].shape == (3, 3, 119, 8)
     logits, value = net.apply(params, network_lib.example_observation(2))
     assert logits.shape == (2, 2187) and value.shape == (2,)
+
+
+def test_network__action_bias_moves_only_its_own_action():
+    """policy_bias="action": one learned bias per action (2,187) in place of one per plane."""
+    net = network_lib.AZNet(num_blocks=0, channels=4, value_hidden=4, policy_bias="action")
+    params = network_lib.init_params(net, jax.random.key(0))
+    assert params["params"]["policy_bias"].shape == (2187,)
+    assert "bias" not in params["params"]["Conv_2"]
+    observation = network_lib.example_observation(2)
+    before, _ = net.apply(params, observation)
+    params["params"]["policy_bias"] = params["params"]["policy_bias"].at[1234].set(3.0)
+    after, _ = net.apply(params, observation)
+    np.testing.assert_allclose(after - before, np.where(np.arange(2187) == 1234, 3.0, 0.0)[None].repeat(2, 0), atol=1e-6)
