@@ -71,6 +71,7 @@ class AZNet(nn.Module):
     value_hidden: int = 256
     dtype: jnp.dtype = jnp.float32
     policy_bias: str = "plane"  # "plane": one bias per direction; "action": one per action
+    drop_logit_init: float = 0.0  # the drop planes' initial bias: an untrained prior on drops
 
 
     @nn.compact
@@ -87,19 +88,28 @@ class AZNet(nn.Module):
         p = nn.Conv(self.channels, (3, 3), dtype=self.dtype, name="Conv_1")(h)
         p = nn.relu(nn.LayerNorm(dtype=self.dtype)(p))
         p = nn.Conv(NUM_DIRECTIONS, (1, 1), use_bias=self.policy_bias == "plane", dtype=self.dtype,
-                    name="Conv_2")(p)  # [B, 9, 9, 27]
+                    bias_init=self._direction_bias_init, name="Conv_2")(p)  # [B, 9, 9, 27]
         p = jnp.rot90(p, k=1, axes=(1, 2))  # [B, file, rank, 27]
         logits = p.reshape(p.shape[0], 81, NUM_DIRECTIONS).transpose(0, 2, 1).reshape(p.shape[0], -1)
         if self.policy_bias == "action":
             # A bias per (direction, square): the all-actions loss pushes a promotion down
             # on the squares where it can never be legal, not on the whole plane.
-            logits = logits + self.param("policy_bias", nn.initializers.zeros, (movegen.NUM_ACTIONS,)).astype(self.dtype)
+            bias_init = lambda key, shape, dtype=jnp.float32: jnp.repeat(self._direction_bias_init(key, (NUM_DIRECTIONS,), dtype), 81)
+            logits = logits + self.param("policy_bias", bias_init, (movegen.NUM_ACTIONS,)).astype(self.dtype)
 
         v = nn.Conv(4, (1, 1), dtype=self.dtype, name="Conv_3")(h)
         v = nn.relu(nn.LayerNorm(dtype=self.dtype)(v)).reshape(h.shape[0], -1)
         v = nn.relu(nn.Dense(self.value_hidden, dtype=self.dtype)(v))
         value = jnp.tanh(nn.Dense(1, dtype=self.dtype)(v))[:, 0]
         return logits.astype(jnp.float32), value.astype(jnp.float32)
+
+
+    def _direction_bias_init(self, key, shape, dtype=jnp.float32):
+        """[27]: 0 for moves, ``drop_logit_init`` for the drop planes (20-26). With the loss
+        over legal moves, an untrained network that prefers no move to a drop keeps its
+        self-play from being mostly random drops (dozens per piece in hand)."""
+        del key
+        return jnp.where(jnp.arange(shape[0]) >= movegen.PAWN_DROP, self.drop_logit_init, 0.0).astype(dtype)
 
 
 def make_network(config) -> AZNet:
@@ -109,6 +119,7 @@ def make_network(config) -> AZNet:
         channels=config.model.channels,
         value_hidden=config.model.value_hidden,
         policy_bias=config.model.policy_bias,
+        drop_logit_init=config.model.drop_logit_init,
         dtype=jnp.bfloat16 if config.model.dtype == "bfloat16" else jnp.float32,
     )
 

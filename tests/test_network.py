@@ -60,3 +60,16 @@ def test_network__action_bias_moves_only_its_own_action():
     params["params"]["policy_bias"] = params["params"]["policy_bias"].at[1234].set(3.0)
     after, _ = net.apply(params, observation)
     np.testing.assert_allclose(after - before, np.where(np.arange(2187) == 1234, 3.0, 0.0)[None].repeat(2, 0), atol=1e-6)
+
+
+@pytest.mark.parametrize("policy_bias", ["plane", "action"])
+def test_network__drop_logit_init_lowers_only_the_drops(policy_bias):
+    """drop_logit_init=-4: an untrained network's drop logits (directions 20-26) start 4
+    lower than with 0, every other logit the same."""
+    observation = network_lib.example_observation(2)
+    logits = {}
+    for init in (0.0, -4.0):
+        net = network_lib.AZNet(num_blocks=0, channels=4, value_hidden=4, policy_bias=policy_bias, drop_logit_init=init)
+        logits[init], _ = net.apply(network_lib.init_params(net, jax.random.key(0)), observation)
+    is_drop = np.arange(2187) >= 20 * 81
+    np.testing.assert_allclose(logits[-4.0] - logits[0.0], np.where(is_drop, -4.0, 0.0)[None].repeat(2, 0), atol=1e-5)

@@ -69,6 +69,7 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
     _require(m.channels >= 1, "model.channels", m.channels, "must be >= 1")
     _require(m.value_hidden >= 1, "model.value_hidden", m.value_hidden, "must be >= 1")
     _require(m.dtype in ("float32", "bfloat16"), "model.dtype", m.dtype, "must be 'float32' or 'bfloat16'")
+    _require(-20.0 <= m.drop_logit_init <= 20.0, "model.drop_logit_init", m.drop_logit_init, "must be in [-20, 20]")
     _require(m.policy_bias in ("plane", "action"), "model.policy_bias", m.policy_bias, "must be 'plane' or 'action'")
     r = c.replay
     per_iteration = p.num_games * p.plies_per_iteration
