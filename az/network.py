@@ -72,37 +72,44 @@ class AZNet(nn.Module):
     dtype: jnp.dtype = jnp.float32
     policy_bias: str = "plane"  # "plane": one bias per direction; "action": one per action
     drop_logit_init: float = 0.0  # the drop planes' initial bias: an untrained prior on drops
-
+    legality_head: bool = False  # a sigmoid per action that predicts which moves are legal
 
     @nn.compact
-    def __call__(self, observation: tuple[Array, Array]) -> tuple[Array, Array]:
+    def __call__(self, observation: tuple[Array, Array], with_legality: bool = False):
+        """-> (policy logits [B, 2187], value [B]), and legality logits [B, 2187] third
+        when ``with_legality`` (the learner's auxiliary target; search never asks)."""
         board_bytes, flags = observation  # [B, 648] uint8, [B, 57] bool
         h = Stem(self.channels, self.dtype, name="Conv_0")(board_bytes, flags)
         h = nn.relu(nn.LayerNorm(dtype=self.dtype)(h))
         for _ in range(self.num_blocks):
             h = ResidualBlock(self.channels, self.dtype)(h)
 
-        # Policy: one plane per action direction. The observation is pgx's board turned
-        # a quarter (spatial [rank, 8 - file]); turn it back to pgx's [file, rank] squares.
-        # Names as before the stem read two parts, so earlier snapshots still load.
-        p = nn.Conv(self.channels, (3, 3), dtype=self.dtype, name="Conv_1")(h)
-        p = nn.relu(nn.LayerNorm(dtype=self.dtype)(p))
+        # Policy: one plane per action direction. Names as before the stem read two
+        # parts, so earlier snapshots still load.
+        hidden = nn.Conv(self.channels, (3, 3), dtype=self.dtype, name="Conv_1")(h)
+        hidden = nn.relu(nn.LayerNorm(dtype=self.dtype)(hidden))
         p = nn.Conv(NUM_DIRECTIONS, (1, 1), use_bias=self.policy_bias == "plane", dtype=self.dtype,
-                    bias_init=self._direction_bias_init, name="Conv_2")(p)  # [B, 9, 9, 27]
-        p = jnp.rot90(p, k=1, axes=(1, 2))  # [B, file, rank, 27]
-        logits = p.reshape(p.shape[0], 81, NUM_DIRECTIONS).transpose(0, 2, 1).reshape(p.shape[0], -1)
+                    bias_init=self._direction_bias_init, name="Conv_2")(hidden)  # [B, 9, 9, 27]
+        logits = _planes_to_actions(p)
         if self.policy_bias == "action":
             # A bias per (direction, square): the all-actions loss pushes a promotion down
             # on the squares where it can never be legal, not on the whole plane.
-            bias_init = lambda key, shape, dtype=jnp.float32: jnp.repeat(self._direction_bias_init(key, (NUM_DIRECTIONS,), dtype), 81)
-            logits = logits + self.param("policy_bias", bias_init, (movegen.NUM_ACTIONS,)).astype(self.dtype)
+            logits = logits + self.param("policy_bias", self._action_bias_init, (movegen.NUM_ACTIONS,)).astype(self.dtype)
+        legality = None
+        if self.legality_head:
+            # From the policy's hidden planes: what makes a move legal is what the policy
+            # must know to keep its mass on legal moves.
+            legality = _planes_to_actions(nn.Conv(NUM_DIRECTIONS, (1, 1), dtype=self.dtype, name="Legality")(hidden))
+        elif with_legality:
+            raise ValueError("with_legality=True needs a network built with legality_head=True")
 
         v = nn.Conv(4, (1, 1), dtype=self.dtype, name="Conv_3")(h)
         v = nn.relu(nn.LayerNorm(dtype=self.dtype)(v)).reshape(h.shape[0], -1)
         v = nn.relu(nn.Dense(self.value_hidden, dtype=self.dtype)(v))
         value = jnp.tanh(nn.Dense(1, dtype=self.dtype)(v))[:, 0]
+        if with_legality:
+            return logits.astype(jnp.float32), value.astype(jnp.float32), legality.astype(jnp.float32)
         return logits.astype(jnp.float32), value.astype(jnp.float32)
-
 
     def _direction_bias_init(self, key, shape, dtype=jnp.float32):
         """[27]: 0 for moves, ``drop_logit_init`` for the drop planes (20-26). With the loss
@@ -110,6 +117,18 @@ class AZNet(nn.Module):
         self-play from being mostly random drops (dozens per piece in hand)."""
         del key
         return jnp.where(jnp.arange(shape[0]) >= movegen.PAWN_DROP, self.drop_logit_init, 0.0).astype(dtype)
+
+    def _action_bias_init(self, key, shape, dtype=jnp.float32):
+        """[2187]: the direction's initial bias on each of its 81 squares."""
+        return jnp.repeat(self._direction_bias_init(key, (NUM_DIRECTIONS,), dtype), 81)
+
+
+def _planes_to_actions(planes: Array) -> Array:
+    """[B, 9, 9, 27] planes over the observation's squares -> [B, 2187] actions. The
+    observation is pgx's board turned a quarter (spatial [rank, 8 - file]); turn it back
+    to pgx's [file, rank] squares, then order actions direction-major."""
+    planes = jnp.rot90(planes, k=1, axes=(1, 2))  # [B, file, rank, 27]
+    return planes.reshape(planes.shape[0], 81, NUM_DIRECTIONS).transpose(0, 2, 1).reshape(planes.shape[0], -1)
 
 
 def make_network(config) -> AZNet:
@@ -120,6 +139,7 @@ def make_network(config) -> AZNet:
         value_hidden=config.model.value_hidden,
         policy_bias=config.model.policy_bias,
         drop_logit_init=config.model.drop_logit_init,
+        legality_head=config.model.legality_head,
         dtype=jnp.bfloat16 if config.model.dtype == "bfloat16" else jnp.float32,
     )
 

@@ -136,7 +136,8 @@ def test_loss__policy_targets_only_from_full_searches():
     targets = jax.nn.one_hot(jnp.asarray([5, 9, 9, 5]), 2187)
     batch = Batch(board=jnp.full((4, 81), -1, jnp.int8), hand=jnp.zeros((4, 2, 7), jnp.int8), policy=targets,
                   policy_weight=jnp.asarray([1.0, 0.0, 0.0, 1.0]), value=jnp.asarray([1.0, -1.0, 1.0, -1.0]))
-    loss, (policy_loss, value_loss, _, _) = learner.loss_fn(apply_fn, params, batch, env.Rules())
+    loss, (policy_loss, value_loss, _, _, legality_loss) = learner.loss_fn(apply_fn, params, batch, env.Rules())
+    assert float(legality_loss) == 0.0  # no legality head
     log_p = jax.nn.log_softmax(params["w"])
     assert float(policy_loss) == pytest.approx(float(-log_p[5]), rel=1e-6)  # rows 0 and 3 only
     assert float(value_loss) == pytest.approx(1.0)  # all four rows: (0 - +-1)^2
@@ -167,7 +168,7 @@ def test_loss__policy_over_legal_moves_ignores_illegal_logits():
     def loss_and_grad(policy_over):
         fn = jax.value_and_grad(lambda p: learner.loss_fn(apply_fn, p, batch, env.Rules(), policy_over=policy_over),
                                 has_aux=True)
-        (_, (policy_loss, _, _, _)), grads = jax.jit(fn)(params)
+        (_, (policy_loss, _, _, _, _)), grads = jax.jit(fn)(params)
         return float(policy_loss), np.asarray(grads["w"])
 
     legal = np.asarray(learner.legal_moves(batch.board, batch.hand, env.Rules()))
@@ -180,3 +181,36 @@ def test_loss__policy_over_legal_moves_ignores_illegal_logits():
     loss_all, gradient_all = loss_and_grad("all")
     assert loss_all == pytest.approx(np.log(np.exp(w).sum()) - w[first_legal], rel=1e-5)
     assert np.all(gradient_all != 0)
+
+
+def test_loss__legality_head_learns_the_recomputed_legal_moves():
+    """``legality=True``: the head's loss is the binary cross-entropy of a sigmoid per
+    action against the legal moves recomputed from the stored position, averaged over
+    the 2,187 actions, and is added to the total; its gradient reaches only the head's
+    logits (here a parameter of its own), which move up on legal moves, down elsewhere."""
+    from az.train.replay import Batch
+    from envs import env, movegen
+
+    def apply_fn(params, observations, with_legality=False):
+        n = observations[0].shape[0]
+        out = jnp.broadcast_to(params["w"], (n, 2187)), jnp.zeros(n)
+        return (*out, jnp.broadcast_to(params["legal"], (n, 2187))) if with_legality else out
+
+    start = movegen.GameState()
+    first_legal = int(np.flatnonzero(np.asarray(start.legal_action_mask))[0])
+    batch = Batch(board=start.board.astype(jnp.int8)[None], hand=jnp.zeros((1, 2, 7), jnp.int8),
+                  policy=jax.nn.one_hot(jnp.asarray([first_legal]), 2187), policy_weight=jnp.ones(1),
+                  value=jnp.zeros(1))
+    rng = np.random.default_rng(2)
+    params = {"w": jnp.zeros(2187), "legal": jnp.asarray(rng.normal(size=2187), jnp.float32)}
+    fn = jax.value_and_grad(lambda p: learner.loss_fn(apply_fn, p, batch, env.Rules(), legality=True), has_aux=True)
+    (loss, (policy_loss, value_loss, _, _, legality_loss)), grads = jax.jit(fn)(params)
+
+    legal = np.asarray(start.legal_action_mask)
+    z = np.asarray(params["legal"], np.float64)
+    expected = np.mean(np.log1p(np.exp(-np.where(legal, z, -z))))
+    assert float(legality_loss) == pytest.approx(expected, rel=1e-5)
+    assert float(loss) == pytest.approx(float(policy_loss) + float(value_loss) + expected, rel=1e-5)
+    assert float(policy_loss) == pytest.approx(np.log(2187), rel=1e-5)  # the policy still over all actions
+    step = -np.asarray(grads["legal"])
+    assert np.all(step[legal] > 0) and np.all(step[~legal] < 0)

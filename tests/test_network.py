@@ -73,3 +73,26 @@ def test_network__drop_logit_init_lowers_only_the_drops(policy_bias):
         logits[init], _ = net.apply(network_lib.init_params(net, jax.random.key(0)), observation)
     is_drop = np.arange(2187) >= 20 * 81
     np.testing.assert_allclose(logits[-4.0] - logits[0.0], np.where(is_drop, -4.0, 0.0)[None].repeat(2, 0), atol=1e-5)
+
+
+def test_network__legality_head_reads_the_policy_planes_in_the_same_action_order():
+    """legality_head=True adds a 1x1 head beside the policy's; with the policy's own
+    kernel and bias it gives the policy's logits action for action, so its output is in
+    the policy's action order. Search's two outputs are unchanged by the head."""
+    net = network_lib.AZNet(num_blocks=0, channels=4, value_hidden=4, legality_head=True)
+    params = network_lib.init_params(net, jax.random.key(0))
+    observation = network_lib.example_observation(2)
+    observation = (jax.random.randint(jax.random.key(1), observation[0].shape, 0, 256).astype(jnp.uint8),
+                   observation[1])
+    logits, value = net.apply(params, observation)
+    params["params"]["Legality"] = dict(params["params"]["Conv_2"])
+    with_head = net.apply(params, observation, with_legality=True)
+    assert len(with_head) == 3 and with_head[2].shape == (2, 2187)
+    np.testing.assert_allclose(with_head[0], logits, atol=1e-6)
+    np.testing.assert_allclose(with_head[1], value, atol=1e-6)
+    np.testing.assert_allclose(with_head[2], logits, atol=1e-5)
+    plain = network_lib.AZNet(num_blocks=0, channels=4, value_hidden=4)
+    plain_params = network_lib.init_params(plain, jax.random.key(0))
+    assert "Legality" not in plain_params["params"]
+    with pytest.raises(ValueError, match="legality_head=True"):
+        plain.apply(plain_params, observation, with_legality=True)

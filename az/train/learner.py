@@ -5,7 +5,10 @@ squared error of the value, over N sampled positions; weight decay lives in the
 optimizer (decoupled for AdamW, added to the gradient for SGD). The policy's softmax
 runs over all 2,187 actions (illegal ones have target 0, as in AlphaZero's pseudocode)
 or over each position's legal moves, recomputed from the stored board and hands
-(``learner.policy_over``).
+(``learner.policy_over``). A network with a legality head (``model.legality_head``)
+adds that head's loss: binary cross-entropy of a sigmoid per action against the
+recomputed legal moves, averaged over the 2,187 actions, so the trunk still learns
+which moves exist when the policy's softmax no longer sees the illegal ones.
 
 The learning rate follows the run's progress p = games finished / ``budget_games``
 (the same progress that moves start-scheme phases), so a schedule ends exactly when
@@ -81,17 +84,27 @@ class LossInfo(NamedTuple):
     value_loss: Array
     policy_entropy: Array  # of the network's policy
     value_accuracy: Array  # sign agreement on decided positions
+    legality_loss: Array  # the legality head's cross-entropy (0 without the head)
     grad_norm: Array  # global gradient norm before clipping
     clipped: Array  # 1.0 when clipping scaled the gradient down, else 0.0
     learning_rate: Array
 
 
 def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules, *,
-            policy_over: str = "all") -> tuple[Array, tuple]:
-    logits, value = apply_fn(params, observations(batch.board, batch.hand, rules))
+            policy_over: str = "all", legality: bool = False) -> tuple[Array, tuple]:
+    observation = observations(batch.board, batch.hand, rules)
+    legality_loss = jnp.float32(0)
+    if legality:
+        logits, value, legality_logits = apply_fn(params, observation, with_legality=True)
+    else:
+        logits, value = apply_fn(params, observation)
+    if policy_over == "legal" or legality:
+        legal = legal_moves(batch.board, batch.hand, rules)
+    if legality:
+        legality_loss = optax.sigmoid_binary_cross_entropy(legality_logits, legal.astype(jnp.float32)).mean()
     if policy_over == "legal":
         # A finite fill keeps a row without legal moves finite (its target is 0 anyway).
-        logits = jnp.where(legal_moves(batch.board, batch.hand, rules), logits, -1e9)
+        logits = jnp.where(legal, logits, -1e9)
     log_p = jax.nn.log_softmax(logits)
     # Only full searches give policy targets (playout-cap randomization); values come from all.
     cross_entropy = -(batch.policy * log_p).sum(-1)
@@ -101,16 +114,17 @@ def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules, *,
     decided = jnp.abs(batch.value) > 0.5
     agree = jnp.sign(value) == jnp.sign(batch.value)
     accuracy = (agree & decided).sum() / jnp.maximum(decided.sum(), 1)
-    return policy_loss + value_loss, (policy_loss, value_loss, entropy, accuracy)
+    return policy_loss + value_loss + legality_loss, (policy_loss, value_loss, entropy, accuracy, legality_loss)
 
 
 def make_update(apply_fn: Callable, optimizer: optax.GradientTransformation, rules: env.Rules, *, grad_clip: float,
-                policy_over: str = "all"):
+                policy_over: str = "all", legality: bool = False):
     """``update(params, opt_state, batch, learning_rate) -> (params, opt_state, loss, LossInfo)``.
 
     ``grad_clip`` > 0 scales the gradient down to that global norm when it is larger
-    (0: never)."""
-    grad_fn = jax.value_and_grad(lambda p, b: loss_fn(apply_fn, p, b, rules, policy_over=policy_over), has_aux=True)
+    (0: never); ``legality``: the network has a legality head to train."""
+    grad_fn = jax.value_and_grad(
+        lambda p, b: loss_fn(apply_fn, p, b, rules, policy_over=policy_over, legality=legality), has_aux=True)
 
     def update(params, opt_state, batch: Batch, rate: Array):
         (loss, parts), grads = grad_fn(params, batch)

@@ -167,6 +167,7 @@ def _iteration_metrics(config: ml_collections.ConfigDict, state: TrainState, *, 
         "value_loss": info.value_loss.mean(),
         "policy_entropy": info.policy_entropy.mean(),
         "value_accuracy": info.value_accuracy.mean(),
+        **({"legality_loss": info.legality_loss.mean()} if config.model.legality_head else {}),
         "learner/learning_rate": jnp.where(can_learn, info.learning_rate[-1], rate_now) if steps else rate_now,
         "learner/grad_norm": info.grad_norm.mean(),
         "learner/grad_norm_max": info.grad_norm.max() if steps else jnp.float32(0),
@@ -219,7 +220,7 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
     selfplay = _make_selfplay(config, rules, spec, start)
     optimizer = learner_lib.make_optimizer(config.learner)
     update = learner_lib.make_update(net.apply, optimizer, rules, grad_clip=config.learner.grad_clip,
-                                     policy_over=config.learner.policy_over)
+                                     policy_over=config.learner.policy_over, legality=config.model.legality_head)
     steps = config_lib.steps_per_iteration(config)
     num_games = config.selfplay.num_games
     rows = config.replay.capacity // num_games
