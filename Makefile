@@ -39,9 +39,9 @@ device-wheels:
 	  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
 	  -d .whl pgx mctx cshogi ml-collections tensorboardX svgwrite
 
-# The main job at a CPU-sized default: Shogi816K self-play training, resumable.
+# The main job at a CPU-sized default: Shogi816K then RandomStart2 self-play training, resumable.
 train: venv
-	$(BIN)/python train.py --config configs/shogi816k.py:cpu --workdir runs/shogi816k_cpu
+	$(BIN)/python train.py --config configs/shogi816k_randomstart2.py:cpu --workdir runs/shogi816k_randomstart2_cpu
 
 # The classical baseline: the GA study's run (100 genomes, 200 generations) on the teacher set.
 evolve: venv
