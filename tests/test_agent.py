@@ -7,6 +7,9 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # One process: the program of shape ("probe",) for the source digest argv[2] (repeated),
@@ -79,3 +82,112 @@ def test_the_parser_programs_load_in_a_later_process(tmp_path):
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
     assert runs[0] == {"loaded": False, "serialized": True, "sfen": expected, "ply": 3}
     assert runs[1] == {"loaded": True, "serialized": True, "sfen": expected, "ply": 3}
+
+
+# Positions where some moves let the opponent mate in one and others do not (found in
+# random games and scattered positions), and one where every move does.
+MIXED_THREATS = [
+    "1n1k2s2/1Sgsr2p+P/l5n1p/3p2p2/PP1sp4/2P3PP1/p2PPKG1P/L1pG2l1L/B+n+p2B1N1 b GPr 121",
+    "1n1gk1+S1+L/l1bb1r3/ppp2p3/3pp2+Pp/9/PPPN4P/L1SGN1PG1/2K2+nS1L/7S1 w RG2P3p 122",
+    "+P2+PS1+P+P1/3p4l/2p4pP/3n5/2nK3+B1/b+P5+ln/L1+p+p+Ps3/Pl5R1/4S3k w RGS2P3gn3p 1",
+    "1rs1k1sn1/2gsB1g1l/l2p1+R1p1/Lp3p2p/2+B1pP3/NP1PG3P/2G+s2PPL/5K3/P5NN1 w 5P 102",
+    "l1s1gp1n1/r3psgb1/pp+P3pPp/3p3+R1/3k2P1n/P3P3N/NP1GS2GP/LB2K2l1/4S3L w 4P 70",
+]
+ALL_THREATS = "5k+pG1/9/PRlpG2+P1/L+b1+p1R2s/1Np2+p3/2+pG+p4/n1+b1N2P1/1pS2K3/1+l6P w GSLPsn5p 1"
+
+
+def _mate_in_one_after(sfen: str) -> dict[str, bool]:
+    """cshogi: each legal move -> the opponent then has a move that leaves no legal reply."""
+    import cshogi
+
+    board = cshogi.Board(sfen)
+    refuted = {}
+    for move in list(board.legal_moves):
+        board.push(move)
+        replies = list(board.legal_moves)
+        refuted[cshogi.move_to_usi(move)] = False
+        for reply in replies:
+            board.push(reply)
+            over = board.is_game_over()
+            board.pop()
+            if over:
+                refuted[cshogi.move_to_usi(move)] = True
+                break
+        board.pop()
+    return refuted
+
+
+@pytest.fixture(scope="module")
+def guarded_agent():
+    """An untrained smoke-size agent, its search of the six positions (0 simulations) and
+    the step and mate programs that search compiled."""
+    import jax
+
+    from az import network as network_lib
+    from az.play import agent as agent_lib
+    from configs import default
+    from envs import env, notation
+
+    config = default.get_config("smoke")
+    params = network_lib.init_params(network_lib.make_network(config), jax.random.PRNGKey(0))
+    agent = agent_lib.Agent(config=config, params=params, step=0, name="untrained")
+    rules = env.Rules(history=8)
+    sfens = MIXED_THREATS + [ALL_THREATS]
+    states = [notation.from_sfen(s, rules) for s in sfens]
+    games = agent_lib.stack_states(states)
+    search = agent.search(0, batch=len(sfens), history=rules.history)
+    result = search(params, jax.random.PRNGKey(1), games)
+    playing_rules = agent._playing_rules(rules.history, agent_lib.MATCH_MAX_LENGTH)
+    step_all = agent_lib._COMPILED[("step", playing_rules, len(sfens))]
+    find_mates = agent_lib._COMPILED[("mate", len(sfens), rules.history)]
+    return sfens, states, games, result, step_all, find_mates
+
+
+def test_the_agent_never_plays_into_a_mate_in_one_it_can_avoid(guarded_agent):
+    from envs import notation
+
+    sfens, states, _, result, _, _ = guarded_agent
+    for sfen, state, action in zip(sfens, states, np.asarray(result.action)):
+        refuted = _mate_in_one_after(sfen)
+        assert 0 < sum(refuted.values()) <= len(refuted), sfen  # the positions are what they claim
+        move = notation.action_to_usi(state, int(action))
+        if not all(refuted.values()):
+            assert not refuted[move], f"{sfen}: {move} lets the opponent mate in one"
+
+
+def test_a_refuted_move_gives_way_to_the_best_ranked_safe_one(guarded_agent):
+    """Each row plays a move the opponent mates after (else a safe one), with a random
+    ranking of the legal moves: the safest-best is the first unrefuted move in the ranking,
+    reached through several batches of candidates; a safe move and a position where every
+    move is refuted stay as they are."""
+    import jax.numpy as jnp
+
+    from az.play import agent as agent_lib
+    from envs import notation
+
+    sfens, states, games, result, step_all, find_mates = guarded_agent
+    rng = np.random.default_rng(3)
+    legal = np.asarray(games.legal_action_mask)
+    policy = np.where(legal, rng.random(legal.shape), 0.0).astype(np.float32)
+    actions, expected = [], []
+    for row, (sfen, state) in enumerate(zip(sfens, states)):
+        refuted = {notation.usi_to_action(state, m): r for m, r in _mate_in_one_after(sfen).items()}
+        ranked = sorted(refuted, key=lambda a: -policy[row, a])
+        safe = [a for a in ranked if not refuted[a]]
+        if row == 0:  # a safe move stays
+            actions.append(safe[-1])
+            expected.append(safe[-1])
+        else:
+            played = [a for a in ranked if refuted[a]][-1]
+            actions.append(played)
+            expected.append(safe[0] if safe else played)
+    # Candidates go B at a time: some row's safe move must lie past the first batch.
+    depth = [sorted((a for a in np.flatnonzero(legal[r]) if a != actions[r]), key=lambda a: -policy[r, a])
+             .index(expected[r]) for r in range(1, len(sfens) - 1)]
+    assert max(depth) >= len(sfens), depth
+    forced = result.replace(action=jnp.asarray(actions, jnp.int32), policy=jnp.asarray(policy))
+    guarded = agent_lib.avoid_mates_in_one(forced, games, step_all, find_mates)
+    assert np.asarray(guarded.action).tolist() == expected
+    changed = np.asarray(guarded.action) != np.asarray(actions)
+    assert changed.tolist() == [False] + [True] * (len(sfens) - 2) + [False]
+    assert (np.asarray(guarded.pv)[changed, 0] == np.asarray(guarded.action)[changed]).all()

@@ -3,8 +3,9 @@
 ``load_agent("runs/x@120")`` reads snapshot 120 of a training workdir (the latest
 without ``@STEP``; ``@0`` is the untrained network) and the config it was trained
 with (their moving average where the run kept one). It plays Gumbel search with
-sequential halving and no Gumbel noise, greedily, as in the paper's evaluation, and a
-mate in one without a search. Searches are compiled ahead of time, once per (config,
+sequential halving and no Gumbel noise, greedily, as in the paper's evaluation; it plays
+a mate in one without a search, and never a move after which the opponent mates in one
+where another move avoids it. Searches are compiled ahead of time, once per (config,
 simulations, batch, ply limit, PV length), and shared by every agent whose config gives
 the same program (network, rules, considered actions, repetition window: the variants of
 the paper share one): matches, reports and the USI engine take them from here.
@@ -88,7 +89,7 @@ class Agent:
         rather than compiles them."""
         shapes = [(self.program, num_simulations, batch, history, max_length, pv_length, quick)]
         if self.rules.movegen == "dense":
-            shapes.append(("mate", batch, history))
+            shapes += [("mate", batch, history), ("step", self._playing_rules(history, max_length), batch)]
         return all(_loadable(shape) for shape in shapes)
 
     def compiled_simulations(self, *, batch: int, history: int, max_length: int = MATCH_MAX_LENGTH,
@@ -97,6 +98,9 @@ class Agent:
         shape = (self.program, batch, history, max_length, pv_length, quick)
         return {key[1] for key in list(_COMPILED) if (key[0], *key[2:]) == shape}
 
+    def _playing_rules(self, history: int, max_length: int) -> env.Rules:
+        return dataclasses.replace(self.rules, max_length=max_length, history=history)
+
     def _compile(self, num_simulations: int, batch: int, history: int, max_length: int, pv_length: int,
                  quick: bool):
         # Gumbel without noise, whatever the run trained with: every setting not fixed here
@@ -104,7 +108,7 @@ class Agent:
         # for every simulation count (it is most of a small search's compile).
         tree = search_lib.search_from_config(
             self.config,
-            rules=dataclasses.replace(self.rules, max_length=max_length, history=history),
+            rules=self._playing_rules(history, max_length),
             algorithm="gumbel",
             num_simulations=num_simulations,
             gumbel_scale=0.0,
@@ -147,11 +151,14 @@ class Agent:
         mate_program()  # a no-op where the thread made it; raises here where it failed
         find_mates = _COMPILED[mate_key]
         with_mate = _with_mate(num_simulations)
+        step_all = _step_program(self._playing_rules(history, max_length), games)
 
         def search(params, rng_key: Array, games: env.State) -> search_lib.SearchResult:
-            """A root with a mate in one plays it without a search (``search.with_mate``)."""
+            """A root with a mate in one plays it without a search (``search.with_mate``);
+            a move that lets the opponent mate in one is replaced where another does not."""
             found, action = find_mates(games)
-            return with_mate(tree(params, rng_key, games), found, action)
+            result = with_mate(tree(params, rng_key, games), found, action)
+            return avoid_mates_in_one(result, games, step_all, find_mates)
 
         return search
 
@@ -303,6 +310,66 @@ def install_parser(rules: env.Rules) -> None:
     step = _compiled_program(("move", rules), notation.step_program(rules), (state, jnp.int32(0)), _STATE_TREE,
                              quick=True)
     notation.install_programs(rules, init=init, step=step)
+
+
+def _step_program(rules: env.Rules, games: env.State):
+    """``env.step`` over a batch of the shape of ``games`` (abstract), compiled quick."""
+    batch = games.x.board.shape[0]
+    key = ("step", rules, batch)
+    with _LOCK:
+        lock = _KEY_LOCKS.setdefault(key, threading.Lock())
+    with lock:
+        if key not in _COMPILED:
+            actions = jax.ShapeDtypeStruct((batch,), jnp.int32)
+            _COMPILED[key] = _compiled_program(key, jax.vmap(notation.step_program(rules)), (games, actions),
+                                               _STATE_TREE, quick=True)
+    return _COMPILED[key]
+
+
+def avoid_mates_in_one(result: search_lib.SearchResult, games: env.State, step_all, find_mates
+                       ) -> search_lib.SearchResult:
+    """``result`` with each move after which the opponent has a mate in one replaced by the
+    legal move the search ranks highest (its improved policy) after which it has none;
+    kept where every move allows one. ``step_all(games [B], actions [B])`` and
+    ``find_mates(games [B])`` are compiled for ``games``'s batch B.
+
+    One step and one mate check of the chosen moves per search; only where a move is
+    refuted, its alternatives are checked, B at a time, on the host's orders. Every
+    game that a 16-simulation snapshot lost to greedy in the stall study was lost so
+    (docs/stall_study.md, round 14)."""
+    refuted = np.asarray(find_mates(step_all(games, result.action))[0])
+    if not refuted.any():
+        return result
+    batch = refuted.shape[0]
+    actions = np.asarray(result.action).copy()
+    legal = np.asarray(games.legal_action_mask)
+    preference = np.asarray(result.policy)
+    for row in np.flatnonzero(refuted):
+        order = [a for a in np.argsort(-preference[row], kind="stable") if legal[row, a] and a != actions[row]]
+        same_game = jax.tree.map(lambda a: jnp.broadcast_to(a[row], a.shape), games)
+        for first in range(0, len(order), batch):
+            candidates = order[first:first + batch]
+            padded = np.asarray(candidates + candidates[:1] * (batch - len(candidates)), np.int32)
+            mated = np.asarray(find_mates(step_all(same_game, padded))[0])[: len(candidates)]
+            if not mated.all():
+                actions[row] = candidates[int(np.argmin(mated))]
+                break
+    return _with_actions(result, jnp.asarray(actions))
+
+
+@jax.jit
+def _with_actions(result: search_lib.SearchResult, action: Array) -> search_lib.SearchResult:
+    """``result`` playing ``action`` [B]: its Q where the search visited it, its PV that move."""
+    changed = action != result.action
+    rows = jnp.arange(action.shape[0])
+    visited = result.visit_counts[rows, action] > 0
+    chosen_q = jnp.where(visited, result.q[rows, action], result.search_value)
+    pv = jnp.full_like(result.pv, -1).at[:, 0].set(action)
+    return result.replace(
+        action=action,
+        chosen_q=jnp.where(changed, chosen_q, result.chosen_q),
+        pv=jnp.where(changed[:, None], pv, result.pv),
+    )
 
 
 @functools.lru_cache(maxsize=None)
