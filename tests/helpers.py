@@ -199,3 +199,36 @@ def random_scattered_sfen(rng: np.random.Generator, crowd_enemy_king: bool = Fal
         except ValueError:
             continue
         return cshogi.Board(sfen).sfen()
+
+
+# Mates in one -------------------------------------------------------------------
+
+# Positions where some moves let the opponent mate in one and others do not (found in
+# random games and scattered positions), and one where every move does.
+MIXED_THREATS = [
+    "1n1k2s2/1Sgsr2p+P/l5n1p/3p2p2/PP1sp4/2P3PP1/p2PPKG1P/L1pG2l1L/B+n+p2B1N1 b GPr 121",
+    "1n1gk1+S1+L/l1bb1r3/ppp2p3/3pp2+Pp/9/PPPN4P/L1SGN1PG1/2K2+nS1L/7S1 w RG2P3p 122",
+    "+P2+PS1+P+P1/3p4l/2p4pP/3n5/2nK3+B1/b+P5+ln/L1+p+p+Ps3/Pl5R1/4S3k w RGS2P3gn3p 1",
+    "1rs1k1sn1/2gsB1g1l/l2p1+R1p1/Lp3p2p/2+B1pP3/NP1PG3P/2G+s2PPL/5K3/P5NN1 w 5P 102",
+    "l1s1gp1n1/r3psgb1/pp+P3pPp/3p3+R1/3k2P1n/P3P3N/NP1GS2GP/LB2K2l1/4S3L w 4P 70",
+]
+ALL_THREATS = "5k+pG1/9/PRlpG2+P1/L+b1+p1R2s/1Np2+p3/2+pG+p4/n1+b1N2P1/1pS2K3/1+l6P w GSLPsn5p 1"
+
+
+def mate_in_one_after(sfen: str) -> dict[str, bool]:
+    """cshogi: each legal move (USI) -> the opponent then has a move that leaves no legal reply."""
+    board = cshogi.Board(sfen)
+    refuted = {}
+    for move in list(board.legal_moves):
+        board.push(move)
+        replies = list(board.legal_moves)
+        refuted[cshogi.move_to_usi(move)] = False
+        for reply in replies:
+            board.push(reply)
+            over = board.is_game_over()
+            board.pop()
+            if over:
+                refuted[cshogi.move_to_usi(move)] = True
+                break
+        board.pop()
+    return refuted

@@ -10,6 +10,8 @@ import textwrap
 import numpy as np
 import pytest
 
+import helpers
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # One process: the program of shape ("probe",) for the source digest argv[2] (repeated),
@@ -84,39 +86,6 @@ def test_the_parser_programs_load_in_a_later_process(tmp_path):
     assert runs[1] == {"loaded": True, "serialized": True, "sfen": expected, "ply": 3}
 
 
-# Positions where some moves let the opponent mate in one and others do not (found in
-# random games and scattered positions), and one where every move does.
-MIXED_THREATS = [
-    "1n1k2s2/1Sgsr2p+P/l5n1p/3p2p2/PP1sp4/2P3PP1/p2PPKG1P/L1pG2l1L/B+n+p2B1N1 b GPr 121",
-    "1n1gk1+S1+L/l1bb1r3/ppp2p3/3pp2+Pp/9/PPPN4P/L1SGN1PG1/2K2+nS1L/7S1 w RG2P3p 122",
-    "+P2+PS1+P+P1/3p4l/2p4pP/3n5/2nK3+B1/b+P5+ln/L1+p+p+Ps3/Pl5R1/4S3k w RGS2P3gn3p 1",
-    "1rs1k1sn1/2gsB1g1l/l2p1+R1p1/Lp3p2p/2+B1pP3/NP1PG3P/2G+s2PPL/5K3/P5NN1 w 5P 102",
-    "l1s1gp1n1/r3psgb1/pp+P3pPp/3p3+R1/3k2P1n/P3P3N/NP1GS2GP/LB2K2l1/4S3L w 4P 70",
-]
-ALL_THREATS = "5k+pG1/9/PRlpG2+P1/L+b1+p1R2s/1Np2+p3/2+pG+p4/n1+b1N2P1/1pS2K3/1+l6P w GSLPsn5p 1"
-
-
-def _mate_in_one_after(sfen: str) -> dict[str, bool]:
-    """cshogi: each legal move -> the opponent then has a move that leaves no legal reply."""
-    import cshogi
-
-    board = cshogi.Board(sfen)
-    refuted = {}
-    for move in list(board.legal_moves):
-        board.push(move)
-        replies = list(board.legal_moves)
-        refuted[cshogi.move_to_usi(move)] = False
-        for reply in replies:
-            board.push(reply)
-            over = board.is_game_over()
-            board.pop()
-            if over:
-                refuted[cshogi.move_to_usi(move)] = True
-                break
-        board.pop()
-    return refuted
-
-
 @pytest.fixture(scope="module")
 def guarded_agent():
     """An untrained smoke-size agent, its search of the six positions (0 simulations) and
@@ -132,7 +101,7 @@ def guarded_agent():
     params = network_lib.init_params(network_lib.make_network(config), jax.random.PRNGKey(0))
     agent = agent_lib.Agent(config=config, params=params, step=0, name="untrained")
     rules = env.Rules(history=8)
-    sfens = MIXED_THREATS + [ALL_THREATS]
+    sfens = helpers.MIXED_THREATS + [helpers.ALL_THREATS]
     states = [notation.from_sfen(s, rules) for s in sfens]
     games = agent_lib.stack_states(states)
     search = agent.search(0, batch=len(sfens), history=rules.history)
@@ -148,7 +117,7 @@ def test_the_agent_never_plays_into_a_mate_in_one_it_can_avoid(guarded_agent):
 
     sfens, states, _, result, _, _ = guarded_agent
     for sfen, state, action in zip(sfens, states, np.asarray(result.action)):
-        refuted = _mate_in_one_after(sfen)
+        refuted = helpers.mate_in_one_after(sfen)
         assert 0 < sum(refuted.values()) <= len(refuted), sfen  # the positions are what they claim
         move = notation.action_to_usi(state, int(action))
         if not all(refuted.values()):
@@ -171,7 +140,7 @@ def test_a_refuted_move_gives_way_to_the_best_ranked_safe_one(guarded_agent):
     policy = np.where(legal, rng.random(legal.shape), 0.0).astype(np.float32)
     actions, expected = [], []
     for row, (sfen, state) in enumerate(zip(sfens, states)):
-        refuted = {notation.usi_to_action(state, m): r for m, r in _mate_in_one_after(sfen).items()}
+        refuted = {notation.usi_to_action(state, m): r for m, r in helpers.mate_in_one_after(sfen).items()}
         ranked = sorted(refuted, key=lambda a: -policy[row, a])
         safe = [a for a in ranked if not refuted[a]]
         if row == 0:  # a safe move stays

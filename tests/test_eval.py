@@ -6,11 +6,13 @@ import os
 import subprocess
 import sys
 
+import cshogi
 import cshogi.CSA
 import cshogi.KIF
 import numpy as np
 import pytest
 
+import helpers
 from az import diversity
 from az.play import elo, match, players
 
@@ -294,3 +296,83 @@ def test_report__engine_that_crashes_after_starting_is_one_line(tmp_path, monkey
     assert code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "exited" in err[0], err
+
+
+def _mating_reply(board: cshogi.Board):
+    """A USI move that mates on ``board``, or None."""
+    for move in list(board.legal_moves):
+        board.push(move)
+        over = board.is_game_over()
+        board.pop()
+        if over:
+            return cshogi.move_to_usi(move)
+    return None
+
+
+def test_report__loss_causes_tell_avoidable_mates_in_one_from_forced_ones():
+    from az.play import report
+
+    seen = set()
+    for sfen in helpers.MIXED_THREATS:
+        refuted = helpers.mate_in_one_after(sfen)
+        blunder = next(m for m, r in refuted.items() if r)
+        safe = next(m for m, r in refuted.items() if not r)
+        board = cshogi.Board(sfen)
+        board.push_usi(blunder)
+        mate = _mating_reply(board)
+        expected = "avoidable_drop_mate" if "*" in mate else "avoidable_mate"
+        assert report.loss_cause(sfen, [blunder, mate], "mate") == expected, sfen
+        seen.add(expected)
+        board = cshogi.Board(sfen)
+        board.push_usi(safe)
+        reply = cshogi.move_to_usi(next(iter(board.legal_moves)))
+        assert report.loss_cause(sfen, [safe, reply], "mate") == "deeper_mate", sfen
+        assert report.loss_cause(sfen, [safe, reply], "max_length") == "max_length"
+    assert seen == {"avoidable_drop_mate", "avoidable_mate"}  # the positions cover both
+    board = cshogi.Board(helpers.ALL_THREATS)
+    move = cshogi.move_to_usi(next(iter(board.legal_moves)))
+    board.push_usi(move)
+    assert report.loss_cause(helpers.ALL_THREATS, [move, _mating_reply(board)], "mate") == "forced_mate"
+
+
+def test_report__losses_of_a_match_dir_count_each_lost_game(tmp_path, capsys):
+    """A match directory as ``Match`` writes it (results.json, games/*.csa): the first
+    player's losses from the threat positions, one game it won and one drawn."""
+    import dataclasses
+
+    from az.play import report
+    from envs import notation
+
+    games, expected = [], {}
+
+    def add(sfen, moves, result, reason, cause=None):
+        name = f"{len(games):04d}.csa"
+        (tmp_path / "m" / "games").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "m" / "games" / name).write_text(notation.to_csa(sfen, moves, end=reason))
+        games.append(dataclasses.asdict(match.GameResult(len(games), "o", "1", "black", result, reason, len(moves),
+                                                           name.replace(".csa", ".kif"), name, moves)))
+        if cause:
+            expected[cause] = expected.get(cause, 0) + 1
+
+    for sfen in helpers.MIXED_THREATS:
+        refuted = helpers.mate_in_one_after(sfen)
+        blunder = next(m for m, r in refuted.items() if r)
+        board = cshogi.Board(sfen)
+        board.push_usi(blunder)
+        mate = _mating_reply(board)
+        add(sfen, [blunder, mate], "loss", "mate", "avoidable_drop_mate" if "*" in mate else "avoidable_mate")
+    board = cshogi.Board(helpers.ALL_THREATS)
+    move = cshogi.move_to_usi(next(iter(board.legal_moves)))
+    board.push_usi(move)
+    add(helpers.ALL_THREATS, [move, _mating_reply(board)], "loss", "mate", "forced_mate")
+    add(helpers.ALL_THREATS, [move, _mating_reply(board)], "win", "mate")  # the first player's wins are not judged
+    add(helpers.ALL_THREATS, [move], "draw", "max_length")
+    (tmp_path / "m" / "results.json").write_text(json.dumps({"games": games}))
+
+    assert report.main(["losses", str(tmp_path / "m"), "--out", str(tmp_path / "losses.json")]) == 0
+    table = json.loads((tmp_path / "losses.json").read_text())[str(tmp_path / "m")]
+    assert table == {"games": 8, "losses": 6, "causes": expected}
+    capsys.readouterr()
+    assert report.main(["losses", str(tmp_path / "nowhere")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nowhere" in err[0] and "results.json" in err[0], err

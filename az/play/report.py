@@ -5,6 +5,7 @@
     python -m az.play.report balance  --start "random_start(2)" --engine "usi:/usr/games/fairy-stockfish?nodes=100000" [--positions 200]
     python -m az.play.report balance  --start shogi816k --checkpoint runs/x
     python -m az.play.report teacher  runs/x@0 runs/x [--simulations 0,16] [--split heldout]
+    python -m az.play.report losses   eval/x_vs_greedy [eval/y_vs_greedy]
 
 curve: Elo against a reference over training games (Fig. 2), one match per checkpoint,
 kept in WORKDIR/eval/ so a rerun only plays what is missing. heatmaps: where each side's
@@ -14,7 +15,10 @@ over a start scheme's positions (Fig. 4, Table 2), by an engine's score at fixed
 network's value. teacher: agreement of snapshots' policies and searches with the teacher
 set's moves (fairy-stockfish at 100k nodes), with 95% intervals, by game phase and for drops
 and promotions, beside the random, greedy and GA-heuristic baselines. ``curve`` also draws
-the teacher agreement the trainer logged, and with no --opponent only that.
+the teacher agreement the trainer logged, and with no --opponent only that. losses: how
+the first player of a match (eval.py's --checkpoint) lost each game it lost: walked into a
+mate in one where another move avoided it, or was mated with every move refuted, or
+otherwise.
 """
 
 import argparse
@@ -453,6 +457,68 @@ def plot_teacher_curve(workdirs: list[str], path: str) -> None:
     _save_over_games(fig, (ax_policy, ax_value), path)
 
 
+def mates_in_one(board) -> list[int]:
+    """The side to move's mating moves on a cshogi board (pawn-drop mates are illegal there)."""
+    mates = []
+    for move in list(board.legal_moves):
+        board.push(move)
+        if board.is_game_over():
+            mates.append(move)
+        board.pop()
+    return mates
+
+
+def loss_cause(start_sfen: str, moves: list[str], reason: str) -> str:
+    """Why the side that made the second-to-last of ``moves`` (USI, from ``start_sfen``) lost
+    a game that ended on ``reason``: ``avoidable_drop_mate`` / ``avoidable_mate`` (that move
+    let the opponent mate in one, which it did with a drop / a board move, where another
+    legal move allowed no mate in one), ``forced_mate`` (every legal move allowed one),
+    ``deeper_mate`` (mated, but that move allowed no mate in one), else ``reason``."""
+    import cshogi
+
+    from envs import notation
+
+    if reason != "mate" or len(moves) < 2:
+        return reason
+    board, _ = notation.play_line(start_sfen, moves[:-2])
+    last = board.move_from_usi(moves[-2])
+
+    def refuted(move) -> bool:
+        board.push(move)
+        mated = bool(mates_in_one(board))
+        board.pop()
+        return mated
+
+    if not refuted(last):
+        return "deeper_mate"
+    if all(refuted(move) for move in list(board.legal_moves) if move != last):
+        return "forced_mate"
+    board.push(last)
+    drop = cshogi.move_is_drop(board.move_from_usi(moves[-1]))
+    return "avoidable_drop_mate" if drop else "avoidable_mate"
+
+
+def match_losses(match_dir: str) -> dict:
+    """Counts of ``loss_cause`` over the games the first player of the match in
+    ``match_dir`` (eval.py's --out: results.json, games/*.csa) lost."""
+    import cshogi.CSA
+
+    path = os.path.join(match_dir, "results.json")
+    if not os.path.isfile(path):
+        raise ValueError(f"{match_dir}: no results.json (expected the --out directory of eval.py)")
+    with open(path, encoding="utf-8") as f:
+        games = json.load(f)["games"]
+    causes: dict = {}
+    for game in games:
+        if game["result"] != "loss":
+            continue
+        record = cshogi.CSA.Parser.parse_file(os.path.join(match_dir, "games", game["csa"]))[0]
+        reason = game["reason"] if game["plies"] >= 2 else "opening"  # no move of its own to judge
+        cause = loss_cause(record.sfen, game["moves"], reason)
+        causes[cause] = causes.get(cause, 0) + 1
+    return {"games": len(games), "losses": sum(causes.values()), "causes": causes}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -488,6 +554,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--split", default="heldout", choices=("heldout", "fit", "all"))
     t.add_argument("--positions", type=int, default=0, help="the first N positions of the split (0: all)")
     t.add_argument("--out", default="teacher.png")
+    lo = sub.add_parser("losses", help="how the first player of matches lost (mates in one walked into)")
+    lo.add_argument("matches", nargs="+", metavar="MATCH_DIR", help="eval.py --out directories")
+    lo.add_argument("--out", default="losses.json")
     return parser
 
 
@@ -520,6 +589,11 @@ def main(argv=None) -> int:
             plot_teacher(summary, args.out)
             with open(os.path.splitext(args.out)[0] + ".json", "w", encoding="utf-8") as f:
                 json.dump(summary, f, indent=1)
+        elif args.command == "losses":
+            table = {match_dir: match_losses(match_dir) for match_dir in args.matches}
+            with open(args.out, "w", encoding="utf-8") as f:
+                json.dump(table, f, indent=1)
+            print(json.dumps(table, indent=1))
         elif args.command == "heatmaps":
             plot_heatmaps(args.workdir, args.out, points=args.points)
         else:
