@@ -334,8 +334,8 @@ def avoid_mates_in_one(result: search_lib.SearchResult, games: env.State, step_a
     ``find_mates(games [B])`` are compiled for ``games``'s batch B.
 
     One step and one mate check of the chosen moves per search; only where a move is
-    refuted, its alternatives are checked, B at a time, on the host's orders. Every
-    game that a 16-simulation snapshot lost to greedy in the stall study was lost so
+    refuted, its alternatives are checked, B at a time, on the host's orders. Nearly every
+    game the stall study's 16-simulation snapshots lost to greedy was lost so
     (docs/stall_study.md, round 14)."""
     refuted = np.asarray(find_mates(step_all(games, result.action))[0])
     if not refuted.any():
