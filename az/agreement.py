@@ -61,10 +61,12 @@ def rank_correlation(x: Array, y: Array) -> Array:
     return (rx * ry).sum() / jnp.maximum(jnp.sqrt((rx * rx).sum() * (ry * ry).sum()), 1e-9)
 
 
-def per_position(apply_fn, params, probe: Probe, rules: env.Rules) -> tuple[Array, Array, Array]:
+def per_position(apply_fn, params, probe: Probe, rules: env.Rules, *,
+                 always_promote: bool = False) -> tuple[Array, Array, Array]:
     """(rank of the teacher's move in the policy [P] int32 (0: the top move), the policy's
-    choice [P] int32, the value [P] float32)."""
-    logits, value = search_lib.evaluate(apply_fn, params, probe.games, rules)
+    choice [P] int32, the value [P] float32). The policy is the one the search starts
+    from (``search.evaluate``, with ``always_promote`` as the run searches)."""
+    logits, value = search_lib.evaluate(apply_fn, params, probe.games, rules, always_promote=always_promote)
     logits = logits.astype(jnp.float32)
     best_logit = jnp.take_along_axis(logits, probe.best[:, None], axis=1)
     # Moves strictly above the teacher's, and equal ones before it (argmax takes the first).
@@ -72,10 +74,10 @@ def per_position(apply_fn, params, probe: Probe, rules: env.Rules) -> tuple[Arra
     return above.sum(axis=1).astype(jnp.int32), jnp.argmax(logits, axis=1), value.astype(jnp.float32)
 
 
-def network_agreement(apply_fn, params, probe: Probe, rules: env.Rules) -> dict:
+def network_agreement(apply_fn, params, probe: Probe, rules: env.Rules, *, always_promote: bool = False) -> dict:
     """Device scalars: policy top-1 and top-3 agreement, the value's sign accuracy on decided
     positions (|score| >= 300 cp) and the value-score rank correlation."""
-    rank, _, value = per_position(apply_fn, params, probe, rules)
+    rank, _, value = per_position(apply_fn, params, probe, rules, always_promote=always_promote)
     decided = probe.decided.astype(jnp.float32)
     right_sign = (jnp.sign(value) == jnp.sign(probe.score)).astype(jnp.float32)
     return {

@@ -30,7 +30,7 @@ from jax import Array
 
 from az import gumbel_tree, mcts
 from az import network as network_lib
-from envs import env, mate
+from envs import env, mate, movegen
 
 Params = dict
 # (params, (board planes packed [B, 648] uint8, flags [B, 57] bool)) -> (logits [B, A], value [B])
@@ -80,6 +80,7 @@ def search_from_config(config: ml_collections.ConfigDict, *, rules: env.Rules | 
         history_window=s.history_window,
         mate_in_one=s.mate_in_one,
         mate_in_tree=s.mate_in_tree,
+        always_promote=s.always_promote,
         pv_length=1,
     )
     unknown = sorted(set(overrides) - set(settings))
@@ -95,11 +96,38 @@ def mask_logits(logits: Array, legal: Array) -> Array:
     return jnp.where(legal, logits, jnp.finfo(logits.dtype).min)
 
 
-def evaluate(apply_fn: ApplyFn, params: Params, games: env.State, rules: env.Rules) -> tuple[Array, Array]:
+def searched_moves(games: env.State, always_promote: bool = False) -> tuple[Array, Array]:
+    """(the moves a search considers [B, A] bool, the plain twins left out [B, A] bool).
+
+    All legal moves; with ``always_promote``, without the plain moves of pawns, bishops
+    and rooks that may promote (``movegen.unpromoted_twins``), as engines search.
+    """
+    legal = games.legal_action_mask
+    if not always_promote:
+        return legal, jnp.zeros_like(legal)
+    twins = jax.vmap(lambda s: movegen.unpromoted_twins(s.x))(games)
+    return legal & ~twins, twins
+
+
+def with_promoted_twins(logits: Array, twins: Array) -> Array:
+    """Each left-out plain move's prior goes to its promoted twin (the logits' log-sum):
+    the network's "this piece there" is played promoted. [B, A], [B, A] -> [B, A]."""
+    batch = logits.shape[0]
+    planes = logits.reshape(batch, 27, 81)
+    plain_twins = twins.reshape(batch, 27, 81)[:, :10]
+    promoted = jnp.where(plain_twins, jnp.logaddexp(planes[:, 10:20], planes[:, :10]), planes[:, 10:20])
+    return jnp.concatenate([planes[:, :10], promoted, planes[:, 20:]], axis=1).reshape(logits.shape)
+
+
+def evaluate(apply_fn: ApplyFn, params: Params, games: env.State, rules: env.Rules, *,
+             always_promote: bool = False) -> tuple[Array, Array]:
     """Masked logits [B, A] and value [B] of the side to move (observed by ``rules``'s
-    move generator)."""
+    move generator); only ``searched_moves`` get a logit above the lowest."""
     logits, value = apply_fn(params, jax.vmap(lambda s: env.observe_parts(s, rules))(games))
-    return mask_logits(logits, games.legal_action_mask), value
+    searched, twins = searched_moves(games, always_promote)
+    if always_promote:
+        logits = with_promoted_twins(logits, twins)
+    return mask_logits(logits, searched), value
 
 
 def with_dirichlet_noise(rng_key: Array, logits: Array, legal: Array, *, alpha: float, fraction: float):
@@ -162,14 +190,15 @@ def _from_tree_embedding(games: env.State) -> env.State:
                                        legal_action_mask=mask))
 
 
-def make_recurrent_fn(apply_fn: ApplyFn, tree_rules: env.Rules, *, mate_in_tree: bool = False) -> mctx.RecurrentFn:
+def make_recurrent_fn(apply_fn: ApplyFn, tree_rules: env.Rules, *, mate_in_tree: bool = False,
+                      always_promote: bool = False) -> mctx.RecurrentFn:
     """mctx's model step: play the action, evaluate the child with the network. The
     embeddings it takes and returns are ``tree_embedding``s.
 
     reward: the mover's reward; discount: -1 between the players, 0 once the game is
     over, when the value is 0 too. Priors are masked at every node (mctx masks only
     the root). With ``mate_in_tree`` a child whose side to move has a mate in one is
-    worth +1 to it, whatever the network says.
+    worth +1 to it, whatever the network says; ``always_promote``: as in ``evaluate``.
     """
     step = jax.vmap(lambda s, a: env.step(s, a, tree_rules))
 
@@ -177,7 +206,7 @@ def make_recurrent_fn(apply_fn: ApplyFn, tree_rules: env.Rules, *, mate_in_tree:
         del rng_key
         mover = games.current_player
         children = step(_from_tree_embedding(games), action)
-        logits, value = evaluate(apply_fn, params, children, tree_rules)
+        logits, value = evaluate(apply_fn, params, children, tree_rules, always_promote=always_promote)
         if mate_in_tree:
             value = jnp.where(mate.mate_in_one(children)[0], 1.0, value)
         reward = jnp.take_along_axis(children.rewards, mover[:, None], axis=1)[:, 0]
@@ -226,6 +255,7 @@ def make_search(
     pv_length: int = 1,
     mate_in_one: bool = False,
     mate_in_tree: bool = False,
+    always_promote: bool = False,
     full_tree: bool = False,
 ) -> Callable[[Params, Array, env.State], SearchResult]:
     """``search(params, rng_key, games [B]) -> SearchResult``.
@@ -237,7 +267,8 @@ def make_search(
     plies; every other rule is ``rules``'s. ``mate_in_one``: a root with a mate in one
     plays it (``with_mate_in_one``); ``mate_in_tree``: the tree scores a node whose side
     to move has a mate in one as won (a mate search per simulation). Both need the dense
-    move generator. ``full_tree``: Gumbel on ``az.mcts``'s [B, N, A] tree, the reference
+    move generator. ``always_promote``: pawns, bishops and rooks that may promote always
+    do, in the tree and at the root (``searched_moves``). ``full_tree``: Gumbel on ``az.mcts``'s [B, N, A] tree, the reference
     that tests and benchmarks hold the compact tree against (the same search).
     """
     if algorithm not in ALGORITHMS:
@@ -247,7 +278,7 @@ def make_search(
     if (mate_in_one or mate_in_tree) and rules.movegen != "dense":
         raise ValueError(f"mate in one needs the dense move generator, not {rules.movegen!r}")
     tree_rules = dataclasses.replace(rules, history=history_window)
-    recurrent_fn = make_recurrent_fn(apply_fn, tree_rules, mate_in_tree=mate_in_tree)
+    recurrent_fn = make_recurrent_fn(apply_fn, tree_rules, mate_in_tree=mate_in_tree, always_promote=always_promote)
 
     def policy_only(logits: Array, value: Array) -> SearchResult:
         action = jnp.argmax(logits, axis=-1).astype(jnp.int32)
@@ -270,15 +301,16 @@ def make_search(
         return with_mate_in_one(result, games, num_simulations=num_simulations) if mate_in_one else result
 
     def search_tree(params: Params, rng_key: Array, games: env.State) -> SearchResult:
-        logits, value = evaluate(apply_fn, params, games, rules)
+        logits, value = evaluate(apply_fn, params, games, rules, always_promote=always_promote)
         if num_simulations == 0:
             return policy_only(logits, value)
-        invalid_actions = ~games.legal_action_mask
+        searched, _ = searched_moves(games, always_promote)
+        invalid_actions = ~searched
         noise_tv = jnp.zeros_like(value)
         if algorithm == "puct" and dirichlet_fraction > 0:
             rng_key, k_noise = jax.random.split(rng_key)
             logits, noise_tv = with_dirichlet_noise(
-                k_noise, logits, games.legal_action_mask, alpha=dirichlet_alpha, fraction=dirichlet_fraction
+                k_noise, logits, searched, alpha=dirichlet_alpha, fraction=dirichlet_fraction
             )
         root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=tree_embedding(games, history_window))
         compact = algorithm == "gumbel" and not full_tree

@@ -36,6 +36,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.search.history_window = 16  # plies of repetition history inside the tree
     c.search.mate_in_one = False  # a root with a mate in one plays it without a search (dense core)
     c.search.mate_in_tree = False  # the tree scores a node whose mover has a mate in one as won
+    c.search.always_promote = False  # pawns, bishops and rooks that may promote always do (as engines search)
     c.search.reduced_simulations = 8  # playout caps: simulations of the plies not searched in full
 
     c.selfplay = ml_collections.ConfigDict()

@@ -150,6 +150,48 @@ def _dense_play(x: GameState, action: Array) -> GameState:
 CORES = {"dense": (_dense_play, _dense_analyze), "pgx": (_pgx_play, _pgx_analyze)}
 
 
+def _squares_behind() -> np.ndarray:
+    """[8, 81, 8] int32: for a move in direction d (0-7) onto square ``to``, the squares
+    1..8 steps back along it, nearest first; 81 (off the board) past the edge."""
+    table = np.full((8, 81, 8), 81, np.int32)
+    for d, (d_file, d_rank) in enumerate(dense.MOVES[:8]):
+        for to in range(81):
+            file_index, rank = divmod(to, 9)
+            for k in range(8):
+                file_index, rank = file_index - d_file, rank - d_rank
+                if not (0 <= file_index < 9 and 0 <= rank < 9):
+                    break
+                table[d, to, k] = file_index * 9 + rank
+    return table
+
+
+_BEHIND = _squares_behind()
+_ALWAYS_PROMOTE = (dense.P, dense.B, dense.R)
+
+
+def unpromoted_twins(x: GameState) -> Array:
+    """The legal plain moves of a pawn, bishop or rook whose promoted twin is legal
+    too: [2187] bool, True only in directions 0-7.
+
+    Promoting such a piece loses nothing (it keeps every move and gains more), so shogi
+    engines' move generators leave these moves out of their search (Apery's and
+    YaneuraOu's generate them only on request). Lances, knights and silvers keep both.
+    The mover of a move onto ``to`` is the first piece behind it (dlshogi encoding).
+    """
+    padded = jnp.concatenate([x.board, jnp.full((1,), -1, x.board.dtype)])
+    behind = padded[_BEHIND]  # [8, 81, 8]
+    first = jnp.argmax(behind >= 0, axis=-1)
+    mover = jnp.take_along_axis(behind, first[..., None], axis=-1)[..., 0]
+    kind_ok = np.zeros((8, len(_ALWAYS_PROMOTE)), bool)
+    for d in range(8):
+        for i, kind in enumerate(_ALWAYS_PROMOTE):
+            kind_ok[d, i] = kind in dense.STEPPERS[d] or kind in dense.SLIDERS[d]
+    movable = (mover[..., None] == jnp.asarray(_ALWAYS_PROMOTE)) & kind_ok[:, None, :]
+    mask = x.legal_action_mask.reshape(27, 81)
+    twins = movable.any(axis=-1) & mask[:8] & mask[10:18]
+    return jnp.concatenate([twins, jnp.zeros((19, 81), jnp.bool_)]).reshape(NUM_ACTIONS)
+
+
 def _core(core: str):
     if core not in CORES:
         raise ValueError(f"movegen core must be one of {sorted(CORES)}, got {core!r}")

@@ -160,3 +160,33 @@ def test_a_refuted_move_gives_way_to_the_best_ranked_safe_one(guarded_agent):
     changed = np.asarray(guarded.action) != np.asarray(actions)
     assert changed.tolist() == [False] + [True] * (len(sfens) - 2) + [False]
     assert (np.asarray(guarded.pv)[changed, 0] == np.asarray(guarded.action)[changed]).all()
+
+
+def test_the_agent_plays_a_pawn_bishop_or_rook_promoted_where_its_network_prefers_it_plain(guarded_agent):
+    """A network whose prior puts the bishop exchange 8h2b far above all else, 8h2b+ lowest
+    of all: the network alone plays it plain, the agent promoted (the plain move's prior
+    goes to its twin)."""
+    import jax
+
+    from az import network as network_lib
+    from az import search as search_lib
+    from az.play import agent as agent_lib
+    from configs import default
+    from envs import env, notation
+
+    sfens = guarded_agent[0]
+    config = default.get_config("smoke")
+    config.model.policy_bias = "action"
+    network = network_lib.make_network(config)
+    params = network_lib.init_params(network, jax.random.PRNGKey(0))
+    rules = env.Rules(history=8)
+    state = notation.from_sfen("lnsgkgsnl/1r5b1/pppppp1pp/6p2/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL b - 3", rules)
+    plain, promoted = notation.usi_to_action(state, "8h2b"), notation.usi_to_action(state, "8h2b+")
+    bias = params["params"]["policy_bias"]
+    params["params"]["policy_bias"] = bias.at[plain].set(50.0).at[promoted].set(-50.0)
+    games = agent_lib.stack_states([state] * len(sfens))  # the guard's step and mate programs' batch
+    logits, _ = search_lib.evaluate(network.apply, params, games, rules)
+    assert int(np.argmax(np.asarray(logits)[0])) == plain
+    agent = agent_lib.Agent(config=config, params=params, step=0, name="plain-minded")
+    result = agent.search(0, batch=len(sfens), history=rules.history)(params, jax.random.PRNGKey(1), games)
+    assert np.asarray(result.action).tolist() == [promoted] * len(sfens)

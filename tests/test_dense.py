@@ -100,6 +100,37 @@ def test_scattered_positions__mask_check_and_observation_equal_pgx(scattered):
         assert different.size == 0, f"{name} differs from pgx's on {different.size} positions, e.g. {different[:5]}"
 
 
+@jax.jit
+def _unpromoted_twins(board, mask):
+    return jax.vmap(lambda b, m: movegen.unpromoted_twins(movegen.GameState(board=b, legal_action_mask=m)))(board, mask)
+
+
+def _cshogi_unpromoted_twins(sfen: str) -> set[str]:
+    """cshogi's legal plain moves of a pawn, bishop or rook that may promote instead."""
+    board = cshogi.Board(sfen)
+    legal = cshogi_moves(board)
+    twins = set()
+    for move in legal:
+        if "*" in move or move.endswith("+") or move + "+" not in legal:
+            continue
+        square = (int(move[0]) - 1) * 9 + "abcdefghi".index(move[1])
+        if cshogi.piece_to_piece_type(board.piece(square)) in (cshogi.PAWN, cshogi.BISHOP, cshogi.ROOK):
+            twins.add(move)
+    return twins
+
+
+def test_scattered_positions__unpromoted_twins_equal_cshogi_s(scattered):
+    sfens, board, color, out = scattered
+    twins = np.asarray(_unpromoted_twins(board, out["dense"][0]))
+    found = 0
+    for i, sfen in enumerate(sfens):
+        ours = {notation.board_action_to_usi(board[i], int(color[i]), int(a)) for a in np.flatnonzero(twins[i])}
+        theirs = _cshogi_unpromoted_twins(sfen)
+        assert ours == theirs, f"{sfen}: only ours {sorted(ours - theirs)}, only cshogi's {sorted(theirs - ours)}"
+        found += len(theirs)
+    assert found > len(sfens)  # more than one a position: the check is not vacuous
+
+
 def _is_pawn_drop_mate_square(sfen: str, legal: set[str]) -> bool:
     """Whether dropping a pawn in front of the enemy king is refused only as pawn-drop mate.
 

@@ -19,7 +19,7 @@ import pytest
 from az import network as network_lib
 from az import search as search_lib
 from az.network import AZNet
-from envs import env, shogi
+from envs import env, notation, shogi
 
 RULES = env.Rules()
 # Black to move: gold 3c-2b (or pawn 2c-2b+) mates the king on 1a.
@@ -305,3 +305,43 @@ def test_with_mate_in_one__a_root_with_a_mate_plays_it(gumbel_search, games, hos
     assert not np.asarray(kept.mate).any()
     for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(kept)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+# Always promote: pawns, bishops and rooks that may promote do -----------------------
+
+# After 7g7f 3c3d black may take the bishop with 8h2b or 8h2b+ (and go to 3c either way).
+BISHOP_EXCHANGE = "lnsgkgsnl/1r5b1/pppppp1pp/6p2/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL b - 3"
+
+
+def test_always_promote__plain_twins_leave_the_search_and_give_their_prior_to_the_promotion():
+    sfens = (BISHOP_EXCHANGE, BLACK_MATES, WHITE_MATES)
+    games = stack([shogi.from_sfen(s, RULES) for s in sfens])
+    host = [shogi.from_sfen(s, RULES) for s in sfens]
+    twin_moves = [{"8h2b", "8h3c"}, {"2c2b"}, {"8g8h"}]
+    searched, twins = jax.jit(search_lib.searched_moves, static_argnums=1)(games, True)
+    for i, state in enumerate(host):
+        actions = notation.legal_actions(state)
+        assert {usi for usi, a in actions.items() if twins[i, a]} == twin_moves[i]
+        assert {usi for usi, a in actions.items() if searched[i, a]} == set(actions) - twin_moves[i]
+
+    params = init_params(3)
+    plain, _ = search_lib.evaluate(NET.apply, params, games, RULES)
+    folded, _ = search_lib.evaluate(NET.apply, params, games, RULES, always_promote=True)
+    plain, folded, twins = np.asarray(plain), np.asarray(folded), np.asarray(twins)
+    lowest = np.finfo(folded.dtype).min
+    rows, cols = np.nonzero(twins)
+    promoted = cols + 10 * 81
+    np.testing.assert_allclose(folded[rows, promoted], np.logaddexp(plain[rows, promoted], plain[rows, cols]), rtol=1e-6)
+    assert (folded[rows, cols] == lowest).all()
+    untouched = np.ones_like(twins)
+    untouched[rows, cols] = untouched[rows, promoted] = False
+    np.testing.assert_array_equal(folded[untouched], plain[untouched])
+
+    for n in (0, N):
+        search = jax.jit(search_lib.make_search(NET.apply, RULES, num_simulations=n, max_num_considered_actions=M,
+                                                gumbel_scale=0.0, always_promote=True))
+        out = search(params, jax.random.key(0), games)
+        assert not twins[np.arange(3), np.asarray(out.action)].any()
+        assert np.asarray(out.visit_counts)[twins].sum() == 0
+        assert np.asarray(out.policy)[twins].max() < 1e-6
+    np.testing.assert_array_equal(np.asarray(out.visit_counts).sum(-1), N)

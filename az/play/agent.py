@@ -5,7 +5,8 @@ without ``@STEP``; ``@0`` is the untrained network) and the config it was traine
 with (their moving average where the run kept one). It plays Gumbel search with
 sequential halving and no Gumbel noise, greedily, as in the paper's evaluation; it plays
 a mate in one without a search, and never a move after which the opponent mates in one
-where another move avoids it. Searches are compiled ahead of time, once per (config,
+where another move avoids it; its pawns, bishops and rooks promote wherever they may
+(``search.searched_moves``), as engines play. Searches are compiled ahead of time, once per (config,
 simulations, batch, ply limit, PV length), and shared by every agent whose config gives
 the same program (network, rules, considered actions, repetition window: the variants of
 the paper share one): matches, reports and the USI engine take them from here.
@@ -103,8 +104,8 @@ class Agent:
 
     def _compile(self, num_simulations: int, batch: int, history: int, max_length: int, pv_length: int,
                  quick: bool):
-        # Gumbel without noise, whatever the run trained with: every setting not fixed here
-        # is in ``program``. The root's mate in one is a program of its own, compiled once
+        # Gumbel without noise, and pawns, bishops and rooks promoted wherever they may,
+        # whatever the run trained with: every setting not fixed here is in ``program``. The root's mate in one is a program of its own, compiled once
         # for every simulation count (it is most of a small search's compile).
         tree = search_lib.search_from_config(
             self.config,
@@ -117,6 +118,7 @@ class Agent:
             pv_length=pv_length,
             mate_in_one=False,
             mate_in_tree=False,
+            always_promote=True,
         )
         games = jax.eval_shape(lambda: stack_states([example_state(history)] * batch))
         key = jax.eval_shape(lambda: jax.random.PRNGKey(0))

@@ -365,8 +365,9 @@ def teacher_agreement(checkpoints: list[str], simulations: list[int], *, split: 
             if n == 0:
                 key = agent.config.to_json()  # one compile per network, whatever the snapshot
                 if key not in policies:
-                    policies[key] = jax.jit(functools.partial(agreement.per_position, agent.network.apply,
-                                                              rules=agent.rules))
+                    policies[key] = jax.jit(functools.partial(
+                        agreement.per_position, agent.network.apply, rules=agent.rules,
+                        always_promote=True))  # as the agent plays
                 rank, choice, _ = policies[key](agent.params, probe)
                 choices = np.asarray(choice)
                 label = "policy"

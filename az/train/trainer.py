@@ -197,7 +197,9 @@ def _make_teacher(config: ml_collections.ConfigDict, apply_fn, rules, mesh: Mesh
     from az import teacher as teacher_lib
 
     replicated = NamedSharding(mesh, P())
-    measure = jax.jit(lambda params, probe: agreement.network_agreement(apply_fn, params, probe, rules),
+    promote = config.search.always_promote
+    measure = jax.jit(lambda params, probe: agreement.network_agreement(apply_fn, params, probe, rules,
+                                                                        always_promote=promote),
                       out_shardings=replicated)
     cache = []
 
