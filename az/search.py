@@ -268,8 +268,9 @@ def make_search(
     plays it (``with_mate_in_one``); ``mate_in_tree``: the tree scores a node whose side
     to move has a mate in one as won (a mate search per simulation). Both need the dense
     move generator. ``always_promote``: pawns, bishops and rooks that may promote always
-    do, in the tree and at the root (``searched_moves``). ``full_tree``: Gumbel on ``az.mcts``'s [B, N, A] tree, the reference
-    that tests and benchmarks hold the compact tree against (the same search).
+    do, in the tree and at the root (``searched_moves``). ``full_tree``: Gumbel on
+    ``az.mcts``'s [B, N, A] tree, the reference that tests and benchmarks hold the compact
+    tree against (the same search).
     """
     if algorithm not in ALGORITHMS:
         raise ValueError(f"search.algorithm must be 'gumbel' or 'puct', got {algorithm!r}")

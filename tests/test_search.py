@@ -331,7 +331,8 @@ def test_always_promote__plain_twins_leave_the_search_and_give_their_prior_to_th
     lowest = np.finfo(folded.dtype).min
     rows, cols = np.nonzero(twins)
     promoted = cols + 10 * 81
-    np.testing.assert_allclose(folded[rows, promoted], np.logaddexp(plain[rows, promoted], plain[rows, cols]), rtol=1e-6)
+    np.testing.assert_allclose(folded[rows, promoted], np.logaddexp(plain[rows, promoted], plain[rows, cols]),
+                               rtol=1e-6)
     assert (folded[rows, cols] == lowest).all()
     untouched = np.ones_like(twins)
     untouched[rows, cols] = untouched[rows, promoted] = False

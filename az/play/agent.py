@@ -6,10 +6,11 @@ with (their moving average where the run kept one). It plays Gumbel search with
 sequential halving and no Gumbel noise, greedily, as in the paper's evaluation; it plays
 a mate in one without a search, and never a move after which the opponent mates in one
 where another move avoids it; its pawns, bishops and rooks promote wherever they may
-(``search.searched_moves``), as engines play. Searches are compiled ahead of time, once per (config,
-simulations, batch, ply limit, PV length), and shared by every agent whose config gives
-the same program (network, rules, considered actions, repetition window: the variants of
-the paper share one): matches, reports and the USI engine take them from here.
+(``search.searched_moves``), as engines play. Searches are compiled ahead of time, once
+per (config, simulations, batch, ply limit, PV length), and shared by every agent whose
+config gives the same program (network, rules, considered actions, repetition window:
+the variants of the paper share one): matches, reports and the USI engine take them
+from here.
 
 Where JAX's persistent compilation cache is on (training and the engine point it at the
 workdir's ``jax_cache``), each compiled search is also kept there as a serialized
@@ -105,8 +106,9 @@ class Agent:
     def _compile(self, num_simulations: int, batch: int, history: int, max_length: int, pv_length: int,
                  quick: bool):
         # Gumbel without noise, and pawns, bishops and rooks promoted wherever they may,
-        # whatever the run trained with: every setting not fixed here is in ``program``. The root's mate in one is a program of its own, compiled once
-        # for every simulation count (it is most of a small search's compile).
+        # whatever the run trained with: every setting not fixed here is in ``program``.
+        # The root's mate in one is a program of its own, compiled once for every
+        # simulation count (it is most of a small search's compile).
         tree = search_lib.search_from_config(
             self.config,
             rules=self._playing_rules(history, max_length),
