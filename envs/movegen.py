@@ -176,19 +176,14 @@ def unpromoted_twins(x: GameState) -> Array:
     Promoting such a piece loses nothing (it keeps every move and gains more), so shogi
     engines' move generators leave these moves out of their search (Apery's and
     YaneuraOu's generate them only on request). Lances, knights and silvers keep both.
-    The mover of a move onto ``to`` is the first piece behind it (dlshogi encoding).
+    The mover of a legal move onto ``to`` is the first piece behind it (dlshogi encoding).
     """
     padded = jnp.concatenate([x.board, jnp.full((1,), -1, x.board.dtype)])
     behind = padded[_BEHIND]  # [8, 81, 8]
     first = jnp.argmax(behind >= 0, axis=-1)
     mover = jnp.take_along_axis(behind, first[..., None], axis=-1)[..., 0]
-    kind_ok = np.zeros((8, len(_ALWAYS_PROMOTE)), bool)
-    for d in range(8):
-        for i, kind in enumerate(_ALWAYS_PROMOTE):
-            kind_ok[d, i] = kind in dense.STEPPERS[d] or kind in dense.SLIDERS[d]
-    movable = (mover[..., None] == jnp.asarray(_ALWAYS_PROMOTE)) & kind_ok[:, None, :]
     mask = x.legal_action_mask.reshape(27, 81)
-    twins = movable.any(axis=-1) & mask[:8] & mask[10:18]
+    twins = jnp.isin(mover, jnp.asarray(_ALWAYS_PROMOTE)) & mask[:8] & mask[10:18]
     return jnp.concatenate([twins, jnp.zeros((19, 81), jnp.bool_)]).reshape(NUM_ACTIONS)
 
 
