@@ -65,6 +65,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.replay.min_positions = 1024 * 32  # positions with a value target before learning starts
     c.replay.search_value_weight = 0.0  # value target = (1-w) * outcome + w * search Q (dlshogi: 1/3)
     c.replay.truncated_value = "zero"  # target of games cut at max_length: "zero" or "search"
+    c.replay.mirror = False  # sample each position mirrored left to right half the time (shogi's files are alike)
 
     c.learner = ml_collections.ConfigDict()
     c.learner.batch_size = 1024  # positions per step (divisible by the device count)

@@ -187,6 +187,29 @@ def unpromoted_twins(x: GameState) -> Array:
     return jnp.concatenate([twins, jnp.zeros((19, 81), jnp.bool_)]).reshape(NUM_ACTIONS)
 
 
+def _mirrored_actions() -> np.ndarray:
+    """[2187] int32: each action's image when the board is mirrored left to right (file
+    f to 10 - f). Moves swap their left and right directions; drops keep their piece."""
+    direction_image = list(range(27))  # drops (20-26) keep theirs
+    for d, (d_file, d_rank) in enumerate(dense.MOVES):
+        direction_image[d] = dense.MOVES.index((-d_file, d_rank))
+        direction_image[d + 10] = direction_image[d] + 10  # the same move, promoting
+    square_image = [(8 - to // 9) * 9 + to % 9 for to in range(81)]
+    return np.array([direction_image[a // 81] * 81 + square_image[a % 81] for a in range(NUM_ACTIONS)], np.int32)
+
+
+MIRRORED_ACTIONS = _mirrored_actions()
+
+
+def mirror_board(board: Array) -> Array:
+    """[..., 81] board -> the same position mirrored left to right (file f to 10 - f).
+
+    Shogi's rules do not tell the files apart, so the mirrored position has the mirrored
+    legal moves (``MIRRORED_ACTIONS``) and the same value: a free second sample of every
+    position for the learner."""
+    return board.reshape(*board.shape[:-1], 9, 9)[..., ::-1, :].reshape(board.shape)
+
+
 def _core(core: str):
     if core not in CORES:
         raise ValueError(f"movegen core must be one of {sorted(CORES)}, got {core!r}")

@@ -131,6 +131,38 @@ def test_scattered_positions__unpromoted_twins_equal_cshogi_s(scattered):
     assert found > len(sfens)  # more than one a position: the check is not vacuous
 
 
+def _mirrored_sfen(sfen: str) -> str:
+    """``sfen`` with its files reversed (file f to 10 - f)."""
+    rows, rest = sfen.split(" ", 1)
+    tokens = [re.findall(r"\+?[A-Za-z]|\d", row) for row in rows.split("/")]
+    cells = [[c for t in row for c in (["1"] * int(t) if t.isdigit() else [t])] for row in tokens]
+    packed = [re.sub(r"1+", lambda m: str(len(m.group())), "".join(row[::-1])) for row in cells]
+    return "/".join(packed) + " " + rest
+
+
+def _mirrored_usi(move: str) -> str:
+    chars = list(move)
+    for i in (2,) if move[1] == "*" else (0, 2):  # the files of 7g7f, 8h2b+, P*5e
+        chars[i] = str(10 - int(chars[i]))
+    return "".join(chars)
+
+
+def test_scattered_positions__mirrored_position_has_the_mirrored_moves(scattered):
+    """Shogi's rules do not tell the files apart (what the learner's ``replay.mirror``
+    rests on): by cshogi, the mirrored position's legal moves are the mirrored moves;
+    by the dense core, its legal mask is the mask taken through ``MIRRORED_ACTIONS``."""
+    sfens, board, color, out = scattered
+    hand = _mover_frame_arrays(sfens)[1]
+    for sfen in sfens[:256]:
+        theirs = {_mirrored_usi(m) for m in cshogi_moves(cshogi.Board(sfen))}
+        assert cshogi_moves(cshogi.Board(_mirrored_sfen(sfen))) == theirs, sfen
+    mirrored_mask = np.asarray(_analyze(np.asarray(movegen.mirror_board(jnp.asarray(board))), hand, color, "dense")[0])
+    masks = out["dense"][0]
+    np.testing.assert_array_equal(mirrored_mask, masks[:, movegen.MIRRORED_ACTIONS])
+    assert (mirrored_mask != masks).any(axis=1).mean() > 0.9  # mirroring moves something
+    np.testing.assert_array_equal(movegen.MIRRORED_ACTIONS[movegen.MIRRORED_ACTIONS], np.arange(movegen.NUM_ACTIONS))
+
+
 def _is_pawn_drop_mate_square(sfen: str, legal: set[str]) -> bool:
     """Whether dropping a pawn in front of the enemy king is refused only as pawn-drop mate.
 

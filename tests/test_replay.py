@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from az.train import replay
+from envs import movegen
 
 R, B, T = 8, 3, 4
 
@@ -318,3 +319,26 @@ def test_sample__policy_weight_marks_the_full_searches():
     rows, cols = np.asarray(batch.board)[:, 0], np.asarray(batch.board)[:, 1]
     np.testing.assert_array_equal(np.asarray(batch.policy_weight), full[rows, cols].astype(np.float32))
     assert 0 < np.asarray(batch.policy_weight).mean() < 1
+
+
+def test_sample__mirror_flips_half_the_positions_with_their_policies():
+    """``mirror``: the same draws, about half of them mirrored left to right, each with its
+    policy moved to the mirrored actions; hands, weights and values stay."""
+    plies = make_plies(np.tile(ALTERNATING[:, None], (1, B)), starts=column(1, 0, 0, 0).repeat(B, 1),
+                       ends=column(0, 0, 0, 1).repeat(B, 1), outcome_black=column(0, 0, 0, 1).repeat(B, 1))
+    rng = np.random.default_rng(0)
+    policy = rng.dirichlet(np.ones(replay.NUM_ACTIONS), size=(T, B)).astype(np.float32)
+    plies = plies._replace(policy=jnp.asarray(policy, jnp.bfloat16),
+                           hand=jnp.asarray(rng.integers(0, 3, (T, B, 2, 7)), jnp.int8))
+    buffer = replay.label(replay.add(replay.init(R, B), plies), search_value_weight=0.0, truncated_value="zero")
+    plain = jax.tree.map(np.asarray, replay.sample(buffer, jax.random.key(3), 512))
+    mirrored = jax.tree.map(np.asarray, replay.sample(buffer, jax.random.key(3), 512, mirror=True))
+    flipped = (mirrored.board != plain.board).any(axis=1)
+    assert 0.4 < flipped.mean() < 0.6
+    files = plain.board.reshape(-1, 9, 9)
+    np.testing.assert_array_equal(mirrored.board[flipped], files[flipped, ::-1].reshape(-1, 81))
+    np.testing.assert_array_equal(mirrored.policy[flipped], plain.policy[flipped][:, movegen.MIRRORED_ACTIONS])
+    np.testing.assert_array_equal(mirrored.policy[~flipped], plain.policy[~flipped])
+    for field in ("hand", "policy_weight", "value"):
+        np.testing.assert_array_equal(getattr(mirrored, field), getattr(plain, field))
+    assert (plain.value != 0).any()

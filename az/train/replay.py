@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
+from envs import movegen
 from envs.movegen import NUM_ACTIONS
 
 
@@ -137,17 +138,23 @@ class Batch(NamedTuple):
     value: Array  # [N] float32
 
 
-def sample(replay: Replay, rng_key: Array, size: int) -> Batch:
-    """``size`` positions drawn uniformly (with replacement) among those with a target."""
+def sample(replay: Replay, rng_key: Array, size: int, *, mirror: bool = False) -> Batch:
+    """``size`` positions drawn uniformly (with replacement) among those with a target;
+    with ``mirror``, each is mirrored left to right (board and policy) with probability 1/2."""
     known = replay.value_known.reshape(-1)
     weights = known / jnp.maximum(known.sum(), 1)
     weights = jnp.where(known.any(), weights, 1.0 / known.shape[0])
     index = jax.random.choice(rng_key, known.shape[0], (size,), p=weights)
     flat = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), replay.plies)
+    board, policy = flat.board[index], flat.policy[index].astype(jnp.float32)
+    if mirror:
+        flip = jax.random.bernoulli(jax.random.fold_in(rng_key, 1), 0.5, (size,))
+        board = jnp.where(flip[:, None], movegen.mirror_board(board), board)
+        policy = jnp.where(flip[:, None], policy[:, movegen.MIRRORED_ACTIONS], policy)
     return Batch(
-        board=flat.board[index],
+        board=board,
         hand=flat.hand[index],
-        policy=flat.policy[index].astype(jnp.float32),
+        policy=policy,
         policy_weight=flat.full_search[index].astype(jnp.float32),
         value=replay.value_target.reshape(-1)[index],
     )

@@ -100,7 +100,7 @@ def _state_sharding(abstract: TrainState, mesh: Mesh):
     return jax.tree_util.tree_map_with_path(sharding_of, abstract)
 
 
-def _make_sampler(batch_size: int, mesh: Mesh, abstract_replay: replay_lib.Replay) -> Callable:
+def _make_sampler(batch_size: int, mesh: Mesh, abstract_replay: replay_lib.Replay, *, mirror: bool) -> Callable:
     """``sample(replay, rng_key) -> Batch [N]``, sharded: each data shard draws N / shards
     positions from its own game columns (uniformly among those with a target), so no
     collective moves the buffer and per-chip replay memory falls as 1 / shards."""
@@ -109,7 +109,7 @@ def _make_sampler(batch_size: int, mesh: Mesh, abstract_replay: replay_lib.Repla
 
     def local(replay, rng_key):
         key = jax.random.fold_in(rng_key, jax.lax.axis_index("data"))
-        return replay_lib.sample(replay, key, batch_size // shards)
+        return replay_lib.sample(replay, key, batch_size // shards, mirror=mirror)
 
     return jax.shard_map(local, mesh=mesh, in_specs=(specs, P()), out_specs=P("data"))
 
@@ -256,7 +256,7 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
     abstract_state = jax.tree.map(
         lambda leaf, sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding), abstract, state_sharding
     )
-    sample = _make_sampler(config.learner.batch_size, mesh, abstract.replay)
+    sample = _make_sampler(config.learner.batch_size, mesh, abstract.replay, mirror=config.replay.mirror)
 
     def relabel(replay: replay_lib.Replay) -> replay_lib.Replay:
         return replay_lib.label(
