@@ -103,7 +103,8 @@ def _state_sharding(abstract: TrainState, mesh: Mesh):
 def _make_sampler(batch_size: int, mesh: Mesh, abstract_replay: replay_lib.Replay, *, mirror: bool) -> Callable:
     """``sample(replay, rng_key) -> Batch [N]``, sharded: each data shard draws N / shards
     positions from its own game columns (uniformly among those with a target), so no
-    collective moves the buffer and per-chip replay memory falls as 1 / shards."""
+    collective moves the buffer and per-chip replay memory falls as 1 / shards. ``mirror``:
+    half of them mirrored left to right (``replay.sample``)."""
     specs = jax.tree.map(lambda leaf: P(None, "data") if leaf.ndim >= 2 else P(), abstract_replay)
     shards = mesh.size
 
