@@ -74,6 +74,24 @@ def per_position(apply_fn, params, probe: Probe, rules: env.Rules, *,
     return above.sum(axis=1).astype(jnp.int32), jnp.argmax(logits, axis=1), value.astype(jnp.float32)
 
 
+def one_ply_choice(apply_fn, params, games: env.State, rules: env.Rules, *, width: int) -> Array:
+    """[B] int32: for each position, the legal move after which the value rates the mover's
+    position best (minus the value of the position after it; a move that ends the game
+    scores its result), tried over every legal move, the prior unused: how well the
+    value alone ranks moves. ``width`` >= the most legal moves of any position."""
+    legal = games.legal_action_mask
+    moves = jnp.argsort(~legal, axis=1, stable=True)[:, :width]  # [B, W] the legal actions first
+    valid = jnp.take_along_axis(legal, moves, axis=1)
+    children = jax.vmap(lambda game, actions: jax.vmap(lambda a: env.step(game, a, rules))(actions))(games, moves)
+    flat = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), children)
+    _, value = apply_fn(params, jax.vmap(lambda s: env.observe_parts(s, rules))(flat))
+    after = -value.astype(jnp.float32).reshape(moves.shape)
+    mover = jnp.broadcast_to(games.current_player[:, None, None], (*moves.shape, 1))
+    result = jnp.take_along_axis(children.rewards, mover, axis=2)[..., 0]
+    score = jnp.where(valid, jnp.where(children.terminated | children.truncated, result, after), -jnp.inf)
+    return jnp.take_along_axis(moves, jnp.argmax(score, axis=1)[:, None], axis=1)[:, 0].astype(jnp.int32)
+
+
 def network_agreement(apply_fn, params, probe: Probe, rules: env.Rules, *, always_promote: bool = False) -> dict:
     """Device scalars: policy top-1 and top-3 agreement, the value's sign accuracy on decided
     positions (|score| >= 300 cp) and the value-score rank correlation."""

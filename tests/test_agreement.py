@@ -1,6 +1,7 @@
 """Teacher-set agreement (az/agreement.py): the probe, the policy and value measures against
 hand-made networks with known answers, intervals and the by-phase breakdown."""
 
+import functools
 import math
 
 import jax
@@ -145,3 +146,58 @@ def test_promotion_choices__match_cshogi_on_every_legal_move(shipped, probe):
         assert could == 2 * promoted  # every pair is counted from both sides
         total_could += could
     assert total_could > 0  # the probe holds positions where a move can go either way
+
+
+def _observation_value(seed: int = 0):
+    """A network whose value is a fixed random function of the observation (uniform policy)."""
+    rng = np.random.default_rng(seed)
+    # Small enough that tanh stays off its flat ends (packed board bytes reach 255).
+    w_board, w_flags = (jnp.asarray(rng.normal(size=n) / scale, jnp.float32) for n, scale in ((648, 3000), (57, 30)))
+
+    def apply_fn(params, observation):
+        board, flags = observation
+        value = jnp.tanh(board.astype(jnp.float32) @ w_board + flags.astype(jnp.float32) @ w_flags)
+        return jnp.zeros((board.shape[0], 2187), jnp.float32), value
+
+    return apply_fn
+
+
+@pytest.fixture(scope="module")
+def one_ply(shipped, probe):
+    """(the first 4 probe positions, 4 positions with a mate in one, the compiled choice
+    of ``_observation_value``'s value): one shape for both tests."""
+    mates, _ = teacher.to_device(shipped.select(np.flatnonzero(shipped.mate == 1)[:4]), RULES)
+    games = jax.tree.map(lambda a: a[:4], probe.games)
+    most = max(int(np.asarray(g.legal_action_mask).sum(1).max()) for g in (games, mates))
+    choose = jax.jit(functools.partial(agreement.one_ply_choice, _observation_value(), None, rules=RULES,
+                                       width=-(-most // 8) * 8))
+    return games, mates, choose
+
+
+def test_one_ply_choice__the_move_whose_position_the_value_rates_best(one_ply):
+    """Against stepping every legal move one at a time: the move that minimizes the value
+    of the position after it (seen by the opponent)."""
+    games, _, choose = one_ply
+    apply_fn = _observation_value()
+    chosen = np.asarray(choose(games))
+
+    @jax.jit
+    def value_after(game, action):
+        child = jax.tree.map(lambda a: a[None], env.step(game, action, RULES))
+        return apply_fn(None, jax.vmap(lambda s: env.observe_parts(s, RULES))(child))[1][0]
+
+    for i in range(4):
+        game = jax.tree.map(lambda a: a[i], games)
+        scores = {int(a): -float(value_after(game, a)) for a in np.flatnonzero(np.asarray(game.legal_action_mask))}
+        best = max(scores.values())
+        assert np.isclose(scores[int(chosen[i])], best, atol=1e-6), (i, scores[int(chosen[i])], best)
+        assert sum(np.isclose(v, best, atol=1e-6) for v in scores.values()) == 1  # the choice is not a tie
+
+
+def test_one_ply_choice__plays_a_mate_in_one(one_ply):
+    """A move that mates ends the game with +1 for the mover, above any value."""
+    _, mates, choose = one_ply
+    chosen = choose(mates)
+    after = jax.vmap(lambda g, a: env.step(g, a, RULES))(mates, chosen)
+    np.testing.assert_array_equal(np.asarray(after.terminated), True)
+    np.testing.assert_array_equal(np.asarray(after.rewards)[np.arange(4), np.asarray(mates.current_player)], 1.0)

@@ -711,7 +711,8 @@ def test_report_teacher_measures_a_snapshots_policy(workdir, tmp_path):
 
     out = tmp_path / "teacher.png"
     spec = f"{workdir}@{ZEROED_STEP}"
-    assert report.main(["teacher", spec, "--simulations", "0", "--positions", "16", "--out", str(out)]) == 0
+    assert report.main(["teacher", spec, "--simulations", "0", "--positions", "16", "--one-ply",
+                        "--out", str(out)]) == 0
     summary = json.loads(out.with_suffix(".json").read_text())
     row = summary["results"][spec]["policy"]["all"]
     shipped = teacher.load()
@@ -733,6 +734,14 @@ def test_report_teacher_measures_a_snapshots_policy(workdir, tmp_path):
     assert summary["promotions"][spec]["policy"]["positions"] == could
     teacher_promoted, teacher_could = agreement.promotion_choices(np.asarray(best), np.asarray(games.legal_action_mask))
     assert teacher_could > 0 and summary["teacher_promotions"] == teacher_promoted / teacher_could
+    # The zeroed value rates every position after a move alike (0): the value's one-ply
+    # move is the first legal one, but where a move mates (+1): one of these 16 is the
+    # teacher's mate in one, which it plays.
+    one_ply = summary["results"][spec]["value 1 ply"]["all"]
+    first = np.argmax(np.asarray(games.legal_action_mask), axis=1)
+    assert (held.mate == 1).sum() == 1
+    expected = np.where(held.mate == 1, True, first == np.asarray(best))
+    assert one_ply["positions"] == 16 and one_ply["agreement"] == np.mean(expected)
 
 
 # Slow: compiles more search sizes ---------------------------------------------------

@@ -4,7 +4,7 @@
     python -m az.play.report heatmaps --workdir runs/x [--points 3]
     python -m az.play.report balance  --start "random_start(2)" --engine "usi:/usr/games/fairy-stockfish?nodes=100000" [--positions 200]
     python -m az.play.report balance  --start shogi816k --checkpoint runs/x
-    python -m az.play.report teacher  runs/x@0 runs/x [--simulations 0,16] [--split heldout]
+    python -m az.play.report teacher  runs/x@0 runs/x [--simulations 0,16] [--one-ply] [--split heldout]
     python -m az.play.report losses   eval/x_vs_greedy [eval/y_vs_greedy]
 
 curve: Elo against a reference over training games (Fig. 2), one match per checkpoint,
@@ -335,9 +335,11 @@ def plot_balance(values: dict, path: str, *, unit: str) -> dict:
 
 
 def teacher_agreement(checkpoints: list[str], simulations: list[int], *, split: str = "heldout", positions: int = 0,
-                      batch: int = 64, teacher_path: str | None = None) -> dict:
+                      batch: int = 64, teacher_path: str | None = None, one_ply: bool = False) -> dict:
     """Agreement of each snapshot's policy (0 simulations) and search (Gumbel, no noise, as
-    evaluation plays) with the teacher's moves: checkpoint -> "policy"/"search N" -> breakdown;
+    evaluation plays) with the teacher's moves, and with ``one_ply`` of its value alone over
+    every legal move (``agreement.one_ply_choice``, "value 1 ply"): checkpoint ->
+    "policy"/"search N"/"value 1 ply" -> breakdown;
     and how often each plays a drop ("drops": checkpoint -> label -> share with its interval;
     "teacher_drops": the teacher's share) and promotes when its move could go either way
     ("promotions", "teacher_promotions": the same shares over such moves)."""
@@ -361,8 +363,22 @@ def teacher_agreement(checkpoints: list[str], simulations: list[int], *, split: 
         rows, drops, promotions = {}, {}, {}
         legal = np.asarray(probe.games.legal_action_mask)
         teacher_promotions = agreement.promotion_choices(best, legal)
-        for n in simulations:
-            if n == 0:
+        for n in simulations + (["value 1 ply"] if one_ply else []):
+            if n == "value 1 ply":
+                width = -(-int(legal.sum(axis=1).max()) // 8) * 8
+                key = ("1 ply", agent.config.to_json(), width)
+                if key not in policies:
+                    policies[key] = jax.jit(functools.partial(
+                        agreement.one_ply_choice, agent.network.apply, rules=agent.rules, width=width))
+                step = 8  # positions a call: 8 x width children
+                parts = []
+                for first in range(0, chosen.size, step):
+                    index = np.minimum(np.arange(first, first + step), chosen.size - 1)
+                    games = jax.tree.map(lambda a: a[index], probe.games)
+                    parts.append(np.asarray(policies[key](agent.params, games))[: min(step, chosen.size - first)])
+                choices = np.concatenate(parts)
+                label = n
+            elif n == 0:
                 key = agent.config.to_json()  # one compile per network, whatever the snapshot
                 if key not in policies:
                     policies[key] = jax.jit(functools.partial(
@@ -552,6 +568,8 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("teacher", help="agreement of snapshots with the teacher set's moves")
     t.add_argument("checkpoints", nargs="+", metavar="WORKDIR[@STEP]")
     t.add_argument("--simulations", default="0,16", help="comma-separated; 0 is the policy alone")
+    t.add_argument("--one-ply", action="store_true",
+                   help="also the value alone: the move after which it rates the position best, of all legal moves")
     t.add_argument("--split", default="heldout", choices=("heldout", "fit", "all"))
     t.add_argument("--positions", type=int, default=0, help="the first N positions of the split (0: all)")
     t.add_argument("--out", default="teacher.png")
@@ -586,7 +604,8 @@ def main(argv=None) -> int:
                 parser.error(f"--simulations {args.simulations!r}: comma-separated integers")
             if any(n < 0 for n in simulations):
                 parser.error(f"--simulations {args.simulations!r}: counts must be >= 0")
-            summary = teacher_agreement(args.checkpoints, simulations, split=args.split, positions=args.positions)
+            summary = teacher_agreement(args.checkpoints, simulations, split=args.split, positions=args.positions,
+                                        one_ply=args.one_ply)
             plot_teacher(summary, args.out)
             with open(os.path.splitext(args.out)[0] + ".json", "w", encoding="utf-8") as f:
                 json.dump(summary, f, indent=1)
