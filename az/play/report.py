@@ -334,6 +334,19 @@ def plot_balance(values: dict, path: str, *, unit: str) -> dict:
     return table
 
 
+def _in_batches(choose, games, size: int) -> np.ndarray:
+    """``choose(first, games [size]) -> actions [size]`` over ``games`` [P] in batches of
+    ``size`` (the last padded with the last position, so one compile serves all): [P]."""
+    import jax
+
+    count = jax.tree.leaves(games)[0].shape[0]
+    parts = []
+    for first in range(0, count, size):
+        index = np.minimum(np.arange(first, first + size), count - 1)
+        parts.append(np.asarray(choose(first, jax.tree.map(lambda a: a[index], games)))[: min(size, count - first)])
+    return np.concatenate(parts)
+
+
 def teacher_agreement(checkpoints: list[str], simulations: list[int], *, split: str = "heldout", positions: int = 0,
                       batch: int = 64, teacher_path: str | None = None, one_ply: bool = False) -> dict:
     """Agreement of each snapshot's policy (0 simulations) and search (Gumbel, no noise, as
@@ -370,13 +383,9 @@ def teacher_agreement(checkpoints: list[str], simulations: list[int], *, split: 
                 if key not in policies:
                     policies[key] = jax.jit(functools.partial(
                         agreement.one_ply_choice, agent.network.apply, rules=agent.rules, width=width))
-                step = 8  # positions a call: 8 x width children
-                parts = []
-                for first in range(0, chosen.size, step):
-                    index = np.minimum(np.arange(first, first + step), chosen.size - 1)
-                    games = jax.tree.map(lambda a: a[index], probe.games)
-                    parts.append(np.asarray(policies[key](agent.params, games))[: min(step, chosen.size - first)])
-                choices = np.concatenate(parts)
+                one_ply_fn = policies[key]
+                # 8 positions a call (8 x width children).
+                choices = _in_batches(lambda first, games: one_ply_fn(agent.params, games), probe.games, 8)
                 label = n
             elif n == 0:
                 key = agent.config.to_json()  # one compile per network, whatever the snapshot
@@ -389,13 +398,9 @@ def teacher_agreement(checkpoints: list[str], simulations: list[int], *, split: 
                 label = "policy"
             else:
                 search = agent.search(n, batch=batch, history=agent.rules.history)
-                chosen_actions = []
-                for first in range(0, chosen.size, batch):
-                    index = np.minimum(np.arange(first, first + batch), chosen.size - 1)  # pad with the last
-                    games = jax.tree.map(lambda a: a[index], probe.games)
-                    result = search(agent.params, jax.random.PRNGKey(first), games)
-                    chosen_actions.append(np.asarray(result.action)[: min(batch, chosen.size - first)])
-                choices = np.concatenate(chosen_actions)
+                choices = _in_batches(
+                    lambda first, games: search(agent.params, jax.random.PRNGKey(first), games).action,
+                    probe.games, batch)
                 label = f"search {n}"
             rows[label] = agreement.breakdown(choices == best, chosen)
             dropped = choices // 81 >= movegen.PAWN_DROP
