@@ -50,6 +50,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.selfplay.resign_plies = 2  # consecutive own moves below the threshold
     c.selfplay.no_resign_fraction = 0.1  # games that never resign and check the rule
     c.selfplay.false_resign_target = 0.05  # wanted share of would-resign positions not lost
+    c.selfplay.avoid_mates_in_one = False  # a move after which the opponent mates in one is replaced
+    # by the best of the search's first m moves that allows none, as the playing agent does (dense core)
 
     c.model = ml_collections.ConfigDict()
     c.model.num_blocks = 10  # residual blocks

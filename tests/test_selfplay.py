@@ -13,7 +13,9 @@ from az.network import AZNet
 from az.train import replay as replay_lib
 from az.train import selfplay as selfplay_lib
 from az.train import trainer as trainer_lib
-from envs import dense, env, starts
+from envs import dense, env, notation, starts
+
+import helpers
 
 MATED = "4k4/9/9/9/9/9/4p4/4g4/4K4 b - 1"  # black to move is mated: white has won
 DECLARES = "RBGGSSSS1/4K3B/1R1GG4/9/9/9/9/9/4k4 b - 1"  # black to move declares: black wins
@@ -123,3 +125,49 @@ def test_resign__false_resignations_are_the_would_resign_positions_of_sides_that
     assert float(worse.threshold) == pytest.approx(-0.81)
     better = selfplay_lib.calibrate(track, jnp.float32(100), jnp.float32(1), target=0.05)
     assert float(better.threshold) == pytest.approx(-0.8 + 0.0025)
+
+
+# The mate guard on hand-made positions ------------------------------------------------
+
+
+def test_the_selfplay_guard_plays_the_first_move_of_the_ranking_that_allows_no_mate_in_one():
+    """Positions with moves after which the opponent mates in one (cshogi says which),
+    each row playing one of them under a random ranking of its legal moves: the guard
+    plays the first safe move among the chosen one and the next ``candidates - 1`` of the
+    ranking, else keeps the chosen move; it reports the refuted moves it tried only where
+    it replaced one; a safe move and a skipped row stay as they are."""
+    rules = env.Rules(history=8)
+    sfens = helpers.MIXED_THREATS + [helpers.ALL_THREATS]
+    states = [notation.from_sfen(s, rules) for s in sfens]
+    games = jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *states)
+    candidates = 4
+    rng = np.random.default_rng(5)
+    legal = np.asarray(games.legal_action_mask)
+    preference = np.where(legal, rng.random(legal.shape), 0.0).astype(np.float32)
+    skip = np.zeros(len(sfens), bool)
+    skip[1] = True
+    actions, expected, expected_refuted, outcomes = [], [], np.zeros(legal.shape, bool), set()
+    for row, (sfen, state) in enumerate(zip(sfens, states)):
+        refuted = {notation.usi_to_action(state, m): r for m, r in helpers.mate_in_one_after(sfen).items()}
+        assert 0 < sum(refuted.values()), sfen  # the positions are what they claim
+        ranked = sorted(refuted, key=lambda a: -preference[row, a])
+        played = ([a for a in ranked if not refuted[a]][-1] if row == 0 else [a for a in ranked if refuted[a]][-1])
+        tried = [played] + [a for a in ranked if a != played][: candidates - 1]
+        safe = [a for a in tried if not refuted[a]]
+        actions.append(played)
+        if row == 0 or skip[row] or not safe:
+            expected.append(played)
+            outcomes.add("kept" if row else "safe")
+        else:
+            expected.append(safe[0])
+            expected_refuted[row, tried[: tried.index(safe[0])]] = True
+            outcomes.add("replaced")
+    assert outcomes == {"safe", "kept", "replaced"}, outcomes  # every branch is exercised
+    step = jax.vmap(lambda s, a: env.step(s, a, rules))
+    guard = jax.jit(lambda g, a, p, s: selfplay_lib.avoid_mates_in_one(g, a, p, s, step, candidates=candidates))
+    played, after, refuted = guard(games, jnp.asarray(actions, jnp.int32), jnp.asarray(preference), jnp.asarray(skip))
+    assert np.asarray(played).tolist() == expected
+    np.testing.assert_array_equal(np.asarray(refuted), expected_refuted)
+    stepped = step(games, jnp.asarray(expected, jnp.int32))
+    np.testing.assert_array_equal(np.asarray(after.x.board), np.asarray(stepped.x.board))
+    np.testing.assert_array_equal(np.asarray(after.x.hand), np.asarray(stepped.x.hand))

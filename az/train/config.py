@@ -64,6 +64,8 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
     _require(p.resign_plies >= 1, "selfplay.resign_plies", p.resign_plies, "must be >= 1")
     _require(0 <= p.no_resign_fraction <= 1, "selfplay.no_resign_fraction", p.no_resign_fraction, "must be in [0, 1]")
     _require(0 < p.false_resign_target < 1, "selfplay.false_resign_target", p.false_resign_target, "must be in (0, 1)")
+    _require(not p.avoid_mates_in_one or c.env.movegen == "dense", "selfplay.avoid_mates_in_one",
+             p.avoid_mates_in_one, "needs env.movegen = 'dense'")
     m = c.model
     _require(m.num_blocks >= 0, "model.num_blocks", m.num_blocks, "must be >= 0")
     _require(m.channels >= 1, "model.channels", m.channels, "must be >= 1")

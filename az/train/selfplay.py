@@ -20,6 +20,13 @@ the device toward ``target``.
 Playout caps (KataGo): a ply is searched with the full number of simulations with
 probability ``full_search_fraction``, else with the reduced search, for the whole batch
 (one compiled search per cap); only full searches give policy targets.
+
+Mates in one walked into (``avoid_mates_in_one``): the chosen move is stepped and the
+position after it checked for the opponent's mate in one (``envs.mate``); where there
+is one, the next moves of the improved policy are tried in its order, up to
+``guard_candidates`` moves in all, and the first that allows none is played instead.
+The policy target loses the moves found to allow a mate in one. This is what the
+playing agent does (``az.play.agent``), on the device; it needs the dense core.
 """
 
 from typing import Callable, NamedTuple
@@ -31,7 +38,7 @@ from jax import Array
 from az import diversity
 from az.search import SearchResult
 from az.train import replay as replay_lib
-from envs import env
+from envs import env, mate
 
 THRESHOLD_STEP = 0.01  # how far one iteration moves the resign threshold
 THRESHOLD_RANGE = (-0.999, -0.5)
@@ -54,6 +61,7 @@ class Stats(NamedTuple):
     finished_at_start: Array  # [] int32, games whose start position was already over
     noise_tv: Array  # [] float32, summed over plies and games: how far root noise moved the prior
     mates_played: Array  # [] int32, roots with a mate in one, played without a search
+    mates_avoided: Array  # [] int32, chosen moves that allowed a mate in one, replaced
     full_searches: Array  # [] int32, plies searched with the full number of simulations
     resign_checked: Array  # [] int32, would-resign positions of finished no-resign games
     resign_false: Array  # [] int32, ... where that side did not lose
@@ -74,6 +82,7 @@ def empty_stats(num_schemes: int) -> Stats:
         finished_at_start=zero,
         noise_tv=jnp.float32(0),
         mates_played=zero,
+        mates_avoided=zero,
         full_searches=zero,
         resign_checked=zero,
         resign_false=zero,
@@ -158,6 +167,55 @@ def unstarted_games(start: Callable[[Array, Array], env.State], games: int) -> e
     return blank._replace(terminated=jnp.ones((games,), bool))
 
 
+def avoid_mates_in_one(games: env.State, action: Array, preference: Array, skip: Array, step: Callable,
+                       *, candidates: int) -> tuple[Array, env.State, Array]:
+    """The move to play in each game of ``games`` [B], on the device.
+
+    ``action`` [B] is played unless the opponent then has a mate in one; there, the legal
+    moves that ``preference`` [B, A] ranks highest are tried in turn (``candidates`` moves
+    in all, ``action`` the first) and the first that allows no mate in one is played.
+    Where all of them allow one, ``action`` stays. Rows where ``skip`` [B] are not checked.
+    ``step(games, actions)`` steps a batch.
+
+    Returns (played [B] int32, after: ``games`` stepped by it, refuted [B, A] bool: the
+    moves found to allow a mate in one, only where another move was played instead).
+    One step and one mate check of the whole batch per round; a second round only while
+    some game's move is refuted.
+    """
+    batch, num_actions = preference.shape
+    rows = jnp.arange(batch)
+    legal = games.legal_action_mask
+    rank = jnp.where(legal, preference, -jnp.inf).at[rows, action].set(jnp.inf)
+    order = jax.lax.top_k(rank, candidates)[1].astype(jnp.int32)  # [B, K], action first
+    tries = jnp.minimum(legal.sum(axis=1), candidates)
+
+    def allows_mate(actions: Array) -> tuple[env.State, Array]:
+        after = step(games, actions)
+        return after, ~after.done & mate.mate_in_one(after)[0]
+
+    after, refuted = allows_mate(action)
+    refuted = refuted & ~skip
+    seen = jnp.zeros((batch, num_actions), bool).at[rows, action].set(refuted)
+
+    def more(carry):
+        k, _, _, open_, _ = carry
+        return (k < candidates) & (open_ & (k < tries)).any()
+
+    def next_move(carry):
+        k, played, after, open_, seen = carry
+        trying = open_ & (k < tries)
+        move = jnp.where(trying, order[:, jnp.minimum(k, candidates - 1)], played)
+        moved, mated = allows_mate(move)
+        found = trying & ~mated
+        seen = seen.at[rows, move].set(seen[rows, move] | (trying & mated))
+        played = jnp.where(found, move, played)
+        after = jax.tree.map(lambda new, old: jnp.where(_expand(found, new), new, old), moved, after)
+        return k + 1, played, after, open_ & ~found, seen
+
+    _, played, after, still, seen = jax.lax.while_loop(more, next_move, (1, action, after, refuted, seen))
+    return played, after, seen & ~still[:, None]
+
+
 def make_selfplay(
     search: Callable,
     start: Callable[[Array, Array], env.State],
@@ -173,6 +231,8 @@ def make_selfplay(
     resign_plies: int = 2,
     no_resign_fraction: float = 0.1,
     false_resign_target: float = 0.05,
+    avoid_mates: bool = False,
+    guard_candidates: int = 8,
 ) -> Callable:
     """``selfplay(params, games, resign, rng_key, games_finished) -> (games, resign,
     games_finished, plies [T, B], stats)``.
@@ -207,9 +267,22 @@ def make_selfplay(
         else:
             result = search(params, k_search, games)
         action = choose(result, games, k_choose)
-        sampled_q = jnp.take_along_axis(result.q, action[:, None], axis=1)[:, 0]  # a visited move
-        played_q = jnp.where(action == result.action, result.chosen_q, sampled_q)
         over = games.done  # only a fresh start can be over here: its result stands, unplayed
+        policy = result.policy
+        if avoid_mates:
+            chosen = action
+            action, after, refuted = avoid_mates_in_one(games, action, result.policy, over, step,
+                                                        candidates=guard_candidates)
+            policy = jnp.where(refuted, 0.0, policy)
+            policy = policy / jnp.maximum(policy.sum(axis=-1, keepdims=True), 1e-9)
+            avoided = action != chosen
+        else:
+            after = step(games, action)
+            avoided = jnp.zeros_like(over)
+        visited = jnp.take_along_axis(result.visit_counts, action[:, None], axis=1)[:, 0] > 0
+        sampled_q = jnp.take_along_axis(result.q, action[:, None], axis=1)[:, 0]  # a visited move
+        played_q = jnp.where(action == result.action, result.chosen_q,
+                             jnp.where(visited, sampled_q, result.search_value))
         mover = games.current_player
         if resign:
             value = jnp.maximum(result.root_value, result.chosen_q)
@@ -217,7 +290,6 @@ def make_selfplay(
             track, resigns = resign_ply(track, value, mover, plies=resign_plies)
         else:
             resigns = jnp.zeros_like(over)
-        after = step(games, action)
         after = jax.tree.map(lambda old, new: jnp.where(_expand(over, new), old, new), games, after)
         # A resigning mover loses where it stands; its position keeps the search's policy.
         lost = jnp.where(mover == 0, -1.0, 1.0)
@@ -234,7 +306,7 @@ def make_selfplay(
             board=games.x.board.astype(jnp.int8),
             hand=games.x.hand.astype(jnp.int8),
             color=mover.astype(jnp.int8),
-            policy=result.policy.astype(jnp.bfloat16),
+            policy=policy.astype(jnp.bfloat16),
             search_value=played_q,
             played=~over,
             full_search=jnp.broadcast_to(full, over.shape),
@@ -265,6 +337,7 @@ def make_selfplay(
             finished_at_start=s.finished_at_start + over.sum(),
             noise_tv=s.noise_tv + jnp.where(over, 0.0, result.noise_tv).sum(),
             mates_played=s.mates_played + (result.mate & ~over).sum(),
+            mates_avoided=s.mates_avoided + avoided.sum(),
             full_searches=s.full_searches + full.astype(jnp.int32),
             resign_checked=s.resign_checked + checked,
             resign_false=s.resign_false + false,

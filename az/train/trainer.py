@@ -59,7 +59,7 @@ class Trainer(NamedTuple):
 
 
 def _make_selfplay(config: ml_collections.ConfigDict, rules, spec: starts.StartSpec, start) -> Callable:
-    """Self-play of the config: the search, playout caps and resignation."""
+    """Self-play of the config: the search, playout caps, resignation and the mate guard."""
     def make_search(num_simulations: int):
         return search_lib.search_from_config(config, rules=rules, num_simulations=num_simulations)
 
@@ -79,6 +79,8 @@ def _make_selfplay(config: ml_collections.ConfigDict, rules, spec: starts.StartS
         resign_plies=p.resign_plies,
         no_resign_fraction=p.no_resign_fraction,
         false_resign_target=p.false_resign_target,
+        avoid_mates=p.avoid_mates_in_one,
+        guard_candidates=config.search.max_num_considered_actions,
     )
 
 
