@@ -21,12 +21,14 @@ Playout caps (KataGo): a ply is searched with the full number of simulations wit
 probability ``full_search_fraction``, else with the reduced search, for the whole batch
 (one compiled search per cap); only full searches give policy targets.
 
-Mates in one walked into (``avoid_mates_in_one``): the chosen move is stepped and the
-position after it checked for the opponent's mate in one (``envs.mate``); where there
-is one, the next moves of the improved policy are tried in its order, up to
-``guard_candidates`` moves in all, and the first that allows none is played instead.
-The policy target loses the moves found to allow a mate in one. This is what the
-playing agent does (``az.play.agent``), on the device; it needs the dense core.
+Mates in one walked into (``avoid_mates``; ``selfplay.avoid_mates_in_one``): the chosen
+move is stepped and the position after it checked for the opponent's mate in one
+(``envs.mate``); where there is one, the next moves of the improved policy are tried in
+its order, up to ``guard_candidates`` moves in all, and the first that allows none is
+played instead. The policy target loses the moves found to allow a mate in one. This is
+what the playing agent does (``az.play.agent``), on the device; it needs the dense core.
+Measured (docs/stall_study.md, round 17): most guarded games are drawn at the length
+limit, so it stays off.
 """
 
 from typing import Callable, NamedTuple
@@ -280,7 +282,8 @@ def make_selfplay(
             after = step(games, action)
             avoided = jnp.zeros_like(over)
         visited = jnp.take_along_axis(result.visit_counts, action[:, None], axis=1)[:, 0] > 0
-        sampled_q = jnp.take_along_axis(result.q, action[:, None], axis=1)[:, 0]  # a visited move
+        # A sampled move was visited; a move the guard put in place of a refuted one may not be.
+        sampled_q = jnp.take_along_axis(result.q, action[:, None], axis=1)[:, 0]
         played_q = jnp.where(action == result.action, result.chosen_q,
                              jnp.where(visited, sampled_q, result.search_value))
         mover = games.current_player
