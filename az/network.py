@@ -73,11 +73,13 @@ class AZNet(nn.Module):
     policy_bias: str = "plane"  # "plane": one bias per direction; "action": one per action
     drop_logit_init: float = 0.0  # the drop planes' initial bias: an untrained prior on drops
     legality_head: bool = False  # a sigmoid per action that predicts which moves are legal
+    material_head: bool = False  # the value head also predicts a material balance in [-1, 1]
 
     @nn.compact
-    def __call__(self, observation: tuple[Array, Array], with_legality: bool = False):
-        """-> (policy logits [B, 2187], value [B]), and legality logits [B, 2187] third
-        when ``with_legality`` (the learner's auxiliary target; search never asks)."""
+    def __call__(self, observation: tuple[Array, Array], with_aux: bool = False):
+        """-> (policy logits [B, 2187], value [B]), and with ``with_aux`` a dict of the
+        auxiliary heads built, third: "legality" logits [B, 2187], "material" [B] (the
+        learner's auxiliary targets; search never asks)."""
         board_bytes, flags = observation  # [B, 648] uint8, [B, 57] bool
         h = Stem(self.channels, self.dtype, name="Conv_0")(board_bytes, flags)
         h = nn.relu(nn.LayerNorm(dtype=self.dtype)(h))
@@ -95,20 +97,22 @@ class AZNet(nn.Module):
             # A bias per (direction, square): the all-actions loss pushes a promotion down
             # on the squares where it can never be legal, not on the whole plane.
             logits = logits + self.param("policy_bias", self._action_bias_init, (movegen.NUM_ACTIONS,)).astype(self.dtype)
-        legality = None
+        aux = {}
         if self.legality_head:
             # From the policy's hidden planes: what makes a move legal is what the policy
             # must know to keep its mass on legal moves.
-            legality = _planes_to_actions(nn.Conv(NUM_DIRECTIONS, (1, 1), dtype=self.dtype, name="Legality")(hidden))
-        elif with_legality:
-            raise ValueError("with_legality=True needs a network built with legality_head=True")
+            aux["legality"] = _planes_to_actions(nn.Conv(NUM_DIRECTIONS, (1, 1), dtype=self.dtype, name="Legality")(hidden))
 
         v = nn.Conv(4, (1, 1), dtype=self.dtype, name="Conv_3")(h)
         v = nn.relu(nn.LayerNorm(dtype=self.dtype)(v)).reshape(h.shape[0], -1)
         v = nn.relu(nn.Dense(self.value_hidden, dtype=self.dtype)(v))
         value = jnp.tanh(nn.Dense(1, dtype=self.dtype)(v))[:, 0]
-        if with_legality:
-            return logits.astype(jnp.float32), value.astype(jnp.float32), legality.astype(jnp.float32)
+        if self.material_head:
+            # From the value's own hidden layer, so that what counts material is there for
+            # the value to read.
+            aux["material"] = jnp.tanh(nn.Dense(1, dtype=self.dtype, name="Material")(v))[:, 0]
+        if with_aux:
+            return logits.astype(jnp.float32), value.astype(jnp.float32), {k: a.astype(jnp.float32) for k, a in aux.items()}
         return logits.astype(jnp.float32), value.astype(jnp.float32)
 
     def _direction_bias_init(self, key, shape, dtype=jnp.float32):
@@ -140,6 +144,7 @@ def make_network(config) -> AZNet:
         policy_bias=config.model.policy_bias,
         drop_logit_init=config.model.drop_logit_init,
         legality_head=config.model.legality_head,
+        material_head=config.model.material_head,
         dtype=jnp.bfloat16 if config.model.dtype == "bfloat16" else jnp.float32,
     )
 

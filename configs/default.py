@@ -61,6 +61,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.model.policy_bias = "plane"  # policy logits' bias: one per direction plane, or "action": one per action
     c.model.drop_logit_init = 0.0  # the drop actions' initial logit bias (a prior against drops when < 0)
     c.model.legality_head = False  # an auxiliary head trained to predict each action's legality
+    c.model.material_head = False  # an auxiliary output of the value head: the material balance
+    c.model.material_plies = 8  # ... this many plies later in the game (or at its end), the mover's view
 
     c.replay = ml_collections.ConfigDict()
     c.replay.capacity = 1024 * 32 * 32  # positions; a multiple of num_games * plies_per_iteration

@@ -210,6 +210,20 @@ def mirror_board(board: Array) -> Array:
     return board.reshape(*board.shape[:-1], 9, 9)[..., ::-1, :].reshape(board.shape)
 
 
+# Material in pawns, as the greedy player counts it (az/play/players.py): pgx's piece order.
+PIECE_VALUES = np.array([1, 3, 4, 5, 8, 10, 6, 0, 6, 6, 6, 6, 10, 12], np.float32)  # P L N S B R G K +P..+R
+HAND_VALUES = np.array([1, 3, 4, 5, 8, 10, 6], np.float32)  # P L N S B R G
+
+
+def material(board: Array, hand: Array) -> Array:
+    """The mover's material minus the opponent's, board and hands, in pawns:
+    [..., 81], [..., 2, 7] -> [...] float32."""
+    values = jnp.asarray(np.concatenate([PIECE_VALUES, -PIECE_VALUES, [0.0]]))
+    on_board = values[jnp.where(board >= 0, board, 28)].sum(-1)
+    in_hand = (hand[..., 0, :] * HAND_VALUES).sum(-1) - (hand[..., 1, :] * HAND_VALUES).sum(-1)
+    return on_board + in_hand
+
+
 def _core(core: str):
     if core not in CORES:
         raise ValueError(f"movegen core must be one of {sorted(CORES)}, got {core!r}")

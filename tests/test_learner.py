@@ -136,8 +136,9 @@ def test_loss__policy_targets_only_from_full_searches():
     targets = jax.nn.one_hot(jnp.asarray([5, 9, 9, 5]), 2187)
     batch = Batch(board=jnp.full((4, 81), -1, jnp.int8), hand=jnp.zeros((4, 2, 7), jnp.int8), policy=targets,
                   policy_weight=jnp.asarray([1.0, 0.0, 0.0, 1.0]), value=jnp.asarray([1.0, -1.0, 1.0, -1.0]))
-    loss, (policy_loss, value_loss, _, _, legality_loss) = learner.loss_fn(apply_fn, params, batch, env.Rules())
-    assert float(legality_loss) == 0.0  # no legality head
+    loss, (policy_loss, value_loss, _, _, legality_loss, material_loss) = learner.loss_fn(
+        apply_fn, params, batch, env.Rules())
+    assert float(legality_loss) == 0.0 and float(material_loss) == 0.0  # no auxiliary heads
     log_p = jax.nn.log_softmax(params["w"])
     assert float(policy_loss) == pytest.approx(float(-log_p[5]), rel=1e-6)  # rows 0 and 3 only
     assert float(value_loss) == pytest.approx(1.0)  # all four rows: (0 - +-1)^2
@@ -168,7 +169,7 @@ def test_loss__policy_over_legal_moves_ignores_illegal_logits():
     def loss_and_grad(policy_over):
         fn = jax.value_and_grad(lambda p: learner.loss_fn(apply_fn, p, batch, env.Rules(), policy_over=policy_over),
                                 has_aux=True)
-        (_, (policy_loss, _, _, _, _)), grads = jax.jit(fn)(params)
+        (_, (policy_loss, *_)), grads = jax.jit(fn)(params)
         return float(policy_loss), np.asarray(grads["w"])
 
     legal = np.asarray(learner.legal_moves(batch.board, batch.hand, env.Rules()))
@@ -191,10 +192,10 @@ def test_loss__legality_head_learns_the_recomputed_legal_moves():
     from az.train.replay import Batch
     from envs import env, movegen
 
-    def apply_fn(params, observations, with_legality=False):
+    def apply_fn(params, observations, with_aux=False):
         n = observations[0].shape[0]
         out = jnp.broadcast_to(params["w"], (n, 2187)), jnp.zeros(n)
-        return (*out, jnp.broadcast_to(params["legal"], (n, 2187))) if with_legality else out
+        return (*out, {"legality": jnp.broadcast_to(params["legal"], (n, 2187))}) if with_aux else out
 
     start = movegen.GameState()
     first_legal = int(np.flatnonzero(np.asarray(start.legal_action_mask))[0])
@@ -204,7 +205,7 @@ def test_loss__legality_head_learns_the_recomputed_legal_moves():
     rng = np.random.default_rng(2)
     params = {"w": jnp.zeros(2187), "legal": jnp.asarray(rng.normal(size=2187), jnp.float32)}
     fn = jax.value_and_grad(lambda p: learner.loss_fn(apply_fn, p, batch, env.Rules(), legality=True), has_aux=True)
-    (loss, (policy_loss, value_loss, _, _, legality_loss)), grads = jax.jit(fn)(params)
+    (loss, (policy_loss, value_loss, _, _, legality_loss, _)), grads = jax.jit(fn)(params)
 
     legal = np.asarray(start.legal_action_mask)
     z = np.asarray(params["legal"], np.float64)
@@ -214,3 +215,27 @@ def test_loss__legality_head_learns_the_recomputed_legal_moves():
     assert float(policy_loss) == pytest.approx(np.log(2187), rel=1e-5)  # the policy still over all actions
     step = -np.asarray(grads["legal"])
     assert np.all(step[legal] > 0) and np.all(step[~legal] < 0)
+
+
+def test_loss__material_head_regresses_the_scaled_future_material():
+    """``material=True``: the head's squared error against tanh(material / 10) joins the
+    total, and its gradient pulls the head's output toward that target."""
+    from az.train.replay import Batch
+    from envs import env
+
+    def apply_fn(params, observations, with_aux=False):
+        n = observations[0].shape[0]
+        out = jnp.zeros((n, 2187)), jnp.zeros(n)
+        return (*out, {"material": jnp.tanh(params["m"])}) if with_aux else out
+
+    balance = jnp.asarray([10.0, -5.0, 0.0])
+    batch = Batch(board=jnp.full((3, 81), -1, jnp.int8), hand=jnp.zeros((3, 2, 7), jnp.int8),
+                  policy=jnp.zeros((3, 2187)), policy_weight=jnp.zeros(3), value=jnp.zeros(3), material=balance)
+    params = {"m": jnp.asarray([0.0, 0.0, 0.5])}
+    fn = jax.value_and_grad(lambda p: learner.loss_fn(apply_fn, p, batch, env.Rules(), material=True), has_aux=True)
+    (loss, parts), grads = jax.jit(fn)(params)
+    target = np.tanh(np.asarray(balance) / learner.MATERIAL_SCALE)
+    expected = np.mean((np.tanh([0.0, 0.0, 0.5]) - target) ** 2)
+    assert float(parts[5]) == pytest.approx(expected, rel=1e-5)
+    assert float(loss) == pytest.approx(float(parts[0]) + float(parts[1]) + expected, rel=1e-5)
+    assert np.all(np.sign(-np.asarray(grads["m"])) == np.sign(target - np.tanh([0.0, 0.0, 0.5])))

@@ -86,13 +86,34 @@ def test_network__legality_head_reads_the_policy_planes_in_the_same_action_order
                    observation[1])
     logits, value = net.apply(params, observation)
     params["params"]["Legality"] = dict(params["params"]["Conv_2"])
-    with_head = net.apply(params, observation, with_legality=True)
-    assert len(with_head) == 3 and with_head[2].shape == (2, 2187)
+    with_head = net.apply(params, observation, with_aux=True)
+    assert len(with_head) == 3 and list(with_head[2]) == ["legality"] and with_head[2]["legality"].shape == (2, 2187)
     np.testing.assert_allclose(with_head[0], logits, atol=1e-6)
     np.testing.assert_allclose(with_head[1], value, atol=1e-6)
-    np.testing.assert_allclose(with_head[2], logits, atol=1e-5)
+    np.testing.assert_allclose(with_head[2]["legality"], logits, atol=1e-5)
     plain = network_lib.AZNet(num_blocks=0, channels=4, value_hidden=4)
     plain_params = network_lib.init_params(plain, jax.random.key(0))
     assert "Legality" not in plain_params["params"]
-    with pytest.raises(ValueError, match="legality_head=True"):
-        plain.apply(plain_params, observation, with_legality=True)
+    assert plain.apply(plain_params, observation, with_aux=True)[2] == {}
+
+
+def test_network__material_head_reads_the_value_heads_hidden_layer():
+    """material_head=True adds a tanh unit on the value's hidden layer: given the value's
+    own output weights it gives the value, so it reads that layer; other weights give
+    another output. The policy and value, and their parameter names, are unchanged."""
+    net = network_lib.AZNet(num_blocks=1, channels=4, value_hidden=8, material_head=True)
+    params = network_lib.init_params(net, jax.random.key(0))
+    plain = network_lib.AZNet(num_blocks=1, channels=4, value_hidden=8)
+    plain_params = network_lib.init_params(plain, jax.random.key(0))
+    assert set(params["params"]) == set(plain_params["params"]) | {"Material"}
+    observation = (jax.random.randint(jax.random.key(1), (3, 648), 0, 256).astype(jnp.uint8),
+                   jax.random.bernoulli(jax.random.key(2), 0.3, (3, 57)))
+    logits, value, aux = net.apply(params, observation, with_aux=True)
+    plain_logits, plain_value = plain.apply({"params": {k: v for k, v in params["params"].items() if k != "Material"}},
+                                            observation)
+    np.testing.assert_allclose(logits, plain_logits, atol=1e-6)
+    np.testing.assert_allclose(value, plain_value, atol=1e-6)
+    assert aux["material"].shape == (3,) and np.all(np.abs(aux["material"]) <= 1)
+    assert not np.allclose(aux["material"], value)
+    params["params"]["Material"] = dict(params["params"]["Dense_1"])
+    np.testing.assert_allclose(net.apply(params, observation, with_aux=True)[2]["material"], value, atol=1e-6)

@@ -342,3 +342,39 @@ def test_sample__mirror_flips_half_the_positions_with_their_policies():
     for field in ("hand", "policy_weight", "value"):
         np.testing.assert_array_equal(getattr(mirrored, field), getattr(plain, field))
     assert (plain.value != 0).any()
+
+
+def test_future_material__counts_k_plies_on_in_the_same_game_from_the_movers_view():
+    """Column 0: a game in rows 0-5, then a running one; column 1: a game in rows 0-7
+    that ends at the newest row (the ring's next row is stale); column 2: never ends.
+    Each position's material is made distinct (the mover's pawns in hand = its row + 1,
+    the opponent's lances = its column); the target is the balance at min(row + k, the
+    game's last row), negated where the other side moves there."""
+    color = np.stack([np.arange(2 * T) % 2, (np.arange(2 * T) + 1) % 2, np.arange(2 * T) % 2], axis=1)
+    starts = np.zeros((2 * T, B), bool)
+    starts[0, :] = starts[6, 0] = True
+    ends = np.zeros((2 * T, B), bool)
+    ends[5, 0] = ends[7, 1] = True
+    outcome = np.where(ends, 1.0, 0.0)
+    buffer = replay.init(R, B)
+    for w in range(2):
+        rows = slice(w * T, (w + 1) * T)
+        plies = make_plies(color[rows], starts=starts[rows], ends=ends[rows], outcome_black=outcome[rows], write=w)
+        hand = np.zeros((T, B, 2, 7), np.int8)
+        hand[..., 0, 0] = np.arange(w * T, (w + 1) * T)[:, None] + 1
+        hand[..., 1, 1] = np.arange(B)[None, :]
+        buffer = replay.add(buffer, plies._replace(board=jnp.full((T, B, 81), -1, jnp.int8), hand=jnp.asarray(hand)))
+    known, _, buffer = label(buffer)
+    index = jnp.asarray(np.flatnonzero(known))
+    assert {(int(i) // B, int(i) % B) for i in index} == {(r, 0) for r in range(6)} | {(r, 1) for r in range(8)}
+    last_row = {0: 5, 1: 7}
+    for k in (0, 3):
+        got = np.asarray(jax.jit(replay.future_material, static_argnums=2)(buffer, index, k))
+        for i, value in zip(np.asarray(index), got):
+            row, column = divmod(int(i), B)
+            later = min(row + k, last_row[column])
+            balance = (later + 1) - 3 * column  # pawns are worth 1, lances 3
+            assert value == (balance if color[later, column] == color[row, column] else -balance), (k, row, column)
+    batch = replay.sample(buffer, jax.random.key(0), 64, material_plies=2)
+    assert batch.material.shape == (64,)
+    assert replay.sample(buffer, jax.random.key(0), 64).material is None

@@ -338,16 +338,8 @@ def features(board: Array, hand: Array) -> Array:
 
 # Children of positions: what the GA's tables and the player's search evaluate. --------
 
-GREEDY_VALUES = np.array([1, 3, 4, 5, 8, 10, 6, 0, 6, 6, 6, 6, 10, 12], np.float32)  # P L N S B R G K +P..+R
-GREEDY_HAND = np.array([1, 3, 4, 5, 8, 10, 6], np.float32)  # P L N S B R G
+GREEDY_VALUES = movegen.PIECE_VALUES  # P L N S B R G K +P..+R
 BLOCK = 1024  # children per compiled call: one compile serves every caller
-
-
-def greedy_material(board: Array, hand: Array) -> Array:
-    """``greedy``'s material count from the mover's side: [C, 81], [C, 2, 7] -> [C]."""
-    values = jnp.asarray(np.concatenate([GREEDY_VALUES, -GREEDY_VALUES, [0.0]]))
-    on_board = values[jnp.where(board >= 0, board, 28)].sum(-1)
-    return on_board + (hand[:, 0] * GREEDY_HAND).sum(-1) - (hand[:, 1] * GREEDY_HAND).sum(-1)
 
 
 def has_legal_move(board: Array, hand: Array) -> Array:
@@ -367,7 +359,7 @@ def _successors_block(board: Array, hand: Array, action: Array):
 
 @jax.jit
 def _features_block(board: Array, hand: Array):
-    return features(board, hand), greedy_material(board, hand)
+    return features(board, hand), movegen.material(board, hand)
 
 
 def _blocks(fn, arrays, total: int, progress=None):

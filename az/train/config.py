@@ -94,6 +94,9 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
     _require(
         r.truncated_value in ("zero", "search"), "replay.truncated_value", r.truncated_value, "must be 'zero' or 'search'"
     )
+    _require(isinstance(m.material_plies, int) and 0 <= m.material_plies < r.capacity // p.num_games,
+             "model.material_plies", m.material_plies,
+             f"must be an integer in [0, replay rows = {r.capacity // p.num_games})")
     lr = c.learner
     _require(lr.batch_size >= 1, "learner.batch_size", lr.batch_size, "must be >= 1")
     _require(

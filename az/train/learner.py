@@ -8,7 +8,11 @@ or over each position's legal moves, recomputed from the stored board and hands
 (``learner.policy_over``). A network with a legality head (``model.legality_head``)
 adds that head's loss: binary cross-entropy of a sigmoid per action against the
 recomputed legal moves, averaged over the 2,187 actions, so the trunk still learns
-which moves exist when the policy's softmax no longer sees the illegal ones.
+which moves exist when the policy's softmax no longer sees the illegal ones. A network
+with a material head (``model.material_head``) adds the squared error of its output
+against tanh(material / ``MATERIAL_SCALE``), the mover's material balance in pawns
+``model.material_plies`` plies later (``replay.future_material``): the value's hidden
+layer then has to count material and see which pieces are about to change hands.
 
 The learning rate follows the run's progress p = games finished / ``budget_games``
 (the same progress that moves start-scheme phases), so a schedule ends exactly when
@@ -27,6 +31,8 @@ from jax import Array
 
 from az.train.replay import Batch
 from envs import env, movegen
+
+MATERIAL_SCALE = 10.0  # pawns: a rook ahead maps to tanh(1) = 0.76
 
 
 def learning_rate(config, progress: Array, step: Array) -> Array:
@@ -85,23 +91,26 @@ class LossInfo(NamedTuple):
     policy_entropy: Array  # of the network's policy
     value_accuracy: Array  # sign agreement on decided positions
     legality_loss: Array  # the legality head's cross-entropy (0 without the head)
+    material_loss: Array  # the material head's squared error (0 without the head)
     grad_norm: Array  # global gradient norm before clipping
     clipped: Array  # 1.0 when clipping scaled the gradient down, else 0.0
     learning_rate: Array
 
 
 def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules, *,
-            policy_over: str = "all", legality: bool = False) -> tuple[Array, tuple]:
+            policy_over: str = "all", legality: bool = False, material: bool = False) -> tuple[Array, tuple]:
     observation = observations(batch.board, batch.hand, rules)
-    legality_loss = jnp.float32(0)
-    if legality:
-        logits, value, legality_logits = apply_fn(params, observation, with_legality=True)
+    legality_loss = material_loss = jnp.float32(0)
+    if legality or material:
+        logits, value, aux = apply_fn(params, observation, with_aux=True)
     else:
         logits, value = apply_fn(params, observation)
     if policy_over == "legal" or legality:
         legal = legal_moves(batch.board, batch.hand, rules)
     if legality:
-        legality_loss = optax.sigmoid_binary_cross_entropy(legality_logits, legal.astype(jnp.float32)).mean()
+        legality_loss = optax.sigmoid_binary_cross_entropy(aux["legality"], legal.astype(jnp.float32)).mean()
+    if material:
+        material_loss = jnp.mean((aux["material"] - jnp.tanh(batch.material / MATERIAL_SCALE)) ** 2)
     if policy_over == "legal":
         # A finite fill keeps a row without legal moves finite (its target is 0 anyway).
         logits = jnp.where(legal, logits, -1e9)
@@ -114,17 +123,19 @@ def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules, *,
     decided = jnp.abs(batch.value) > 0.5
     agree = jnp.sign(value) == jnp.sign(batch.value)
     accuracy = (agree & decided).sum() / jnp.maximum(decided.sum(), 1)
-    return policy_loss + value_loss + legality_loss, (policy_loss, value_loss, entropy, accuracy, legality_loss)
+    return (policy_loss + value_loss + legality_loss + material_loss,
+            (policy_loss, value_loss, entropy, accuracy, legality_loss, material_loss))
 
 
 def make_update(apply_fn: Callable, optimizer: optax.GradientTransformation, rules: env.Rules, *, grad_clip: float,
-                policy_over: str = "all", legality: bool = False):
+                policy_over: str = "all", legality: bool = False, material: bool = False):
     """``update(params, opt_state, batch, learning_rate) -> (params, opt_state, loss, LossInfo)``.
 
     ``grad_clip`` > 0 scales the gradient down to that global norm when it is larger
-    (0: never); ``legality``: the network has a legality head to train."""
+    (0: never); ``legality``, ``material``: the network has that auxiliary head to train."""
     grad_fn = jax.value_and_grad(
-        lambda p, b: loss_fn(apply_fn, p, b, rules, policy_over=policy_over, legality=legality), has_aux=True)
+        lambda p, b: loss_fn(apply_fn, p, b, rules, policy_over=policy_over, legality=legality, material=material),
+        has_aux=True)
 
     def update(params, opt_state, batch: Batch, rate: Array):
         (loss, parts), grads = grad_fn(params, batch)

@@ -136,11 +136,30 @@ class Batch(NamedTuple):
     policy: Array  # [N, A] float32
     policy_weight: Array  # [N] float32, 1 where the policy is a target (a full search), else 0
     value: Array  # [N] float32
+    material: Array | None = None  # [N] float32, the mover's material k plies later (``future_material``)
 
 
-def sample(replay: Replay, rng_key: Array, size: int, *, mirror: bool = False) -> Batch:
+def future_material(replay: Replay, index: Array, plies: int) -> Array:
+    """The material balance (``movegen.material``, in pawns, from the view of the mover
+    at each flat ``index`` [N]) ``plies`` plies later in the same game, or at its last
+    position when it ends sooner: [N] float32. Only for positions whose game has ended
+    (``value_known``): their game's later rows are all in the buffer, up to its end."""
+    capacity, games = replay.filled.shape
+    row, column = index // games, index % games
+    ahead = (row[:, None] + jnp.arange(plies + 1)) % capacity  # [N, k+1]
+    ends = replay.plies.ends_game[ahead, column[:, None]] & replay.filled[ahead, column[:, None]]
+    first_end = jnp.where(ends.any(-1), jnp.argmax(ends, -1), plies)
+    later = ahead[jnp.arange(index.shape[0]), first_end]
+    p = replay.plies
+    balance = movegen.material(p.board[later, column], p.hand[later, column])
+    same_mover = p.color[later, column] == p.color[row, column]
+    return jnp.where(same_mover, balance, -balance)
+
+
+def sample(replay: Replay, rng_key: Array, size: int, *, mirror: bool = False, material_plies: int = -1) -> Batch:
     """``size`` positions drawn uniformly (with replacement) among those with a target;
-    with ``mirror``, each is mirrored left to right (board and policy) with probability 1/2."""
+    with ``mirror``, each is mirrored left to right (board and policy) with probability 1/2;
+    with ``material_plies`` >= 0, each comes with its ``future_material`` that many plies on."""
     known = replay.value_known.reshape(-1)
     weights = known / jnp.maximum(known.sum(), 1)
     weights = jnp.where(known.any(), weights, 1.0 / known.shape[0])
@@ -157,4 +176,5 @@ def sample(replay: Replay, rng_key: Array, size: int, *, mirror: bool = False) -
         policy=policy,
         policy_weight=flat.full_search[index].astype(jnp.float32),
         value=replay.value_target.reshape(-1)[index],
+        material=future_material(replay, index, material_plies) if material_plies >= 0 else None,
     )

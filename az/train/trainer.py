@@ -102,17 +102,19 @@ def _state_sharding(abstract: TrainState, mesh: Mesh):
     return jax.tree_util.tree_map_with_path(sharding_of, abstract)
 
 
-def _make_sampler(batch_size: int, mesh: Mesh, abstract_replay: replay_lib.Replay, *, mirror: bool) -> Callable:
+def _make_sampler(batch_size: int, mesh: Mesh, abstract_replay: replay_lib.Replay, *, mirror: bool,
+                  material_plies: int) -> Callable:
     """``sample(replay, rng_key) -> Batch [N]``, sharded: each data shard draws N / shards
     positions from its own game columns (uniformly among those with a target), so no
     collective moves the buffer and per-chip replay memory falls as 1 / shards. ``mirror``:
-    half of them mirrored left to right (``replay.sample``)."""
+    half of them mirrored left to right; ``material_plies`` >= 0: with the material head's
+    target (``replay.sample``)."""
     specs = jax.tree.map(lambda leaf: P(None, "data") if leaf.ndim >= 2 else P(), abstract_replay)
     shards = mesh.size
 
     def local(replay, rng_key):
         key = jax.random.fold_in(rng_key, jax.lax.axis_index("data"))
-        return replay_lib.sample(replay, key, batch_size // shards, mirror=mirror)
+        return replay_lib.sample(replay, key, batch_size // shards, mirror=mirror, material_plies=material_plies)
 
     return jax.shard_map(local, mesh=mesh, in_specs=(specs, P()), out_specs=P("data"))
 
@@ -171,6 +173,7 @@ def _iteration_metrics(config: ml_collections.ConfigDict, state: TrainState, *, 
         "policy_entropy": info.policy_entropy.mean(),
         "value_accuracy": info.value_accuracy.mean(),
         **({"legality_loss": info.legality_loss.mean()} if config.model.legality_head else {}),
+        **({"material_loss": info.material_loss.mean()} if config.model.material_head else {}),
         "learner/learning_rate": jnp.where(can_learn, info.learning_rate[-1], rate_now) if steps else rate_now,
         "learner/grad_norm": info.grad_norm.mean(),
         "learner/grad_norm_max": info.grad_norm.max() if steps else jnp.float32(0),
@@ -225,7 +228,8 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
     selfplay = _make_selfplay(config, rules, spec, start)
     optimizer = learner_lib.make_optimizer(config.learner)
     update = learner_lib.make_update(net.apply, optimizer, rules, grad_clip=config.learner.grad_clip,
-                                     policy_over=config.learner.policy_over, legality=config.model.legality_head)
+                                     policy_over=config.learner.policy_over, legality=config.model.legality_head,
+                                     material=config.model.material_head)
     steps = config_lib.steps_per_iteration(config)
     num_games = config.selfplay.num_games
     rows = config.replay.capacity // num_games
@@ -259,7 +263,8 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
     abstract_state = jax.tree.map(
         lambda leaf, sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding), abstract, state_sharding
     )
-    sample = _make_sampler(config.learner.batch_size, mesh, abstract.replay, mirror=config.replay.mirror)
+    sample = _make_sampler(config.learner.batch_size, mesh, abstract.replay, mirror=config.replay.mirror,
+                           material_plies=config.model.material_plies if config.model.material_head else -1)
 
     def relabel(replay: replay_lib.Replay) -> replay_lib.Replay:
         return replay_lib.label(
