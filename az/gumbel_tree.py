@@ -83,10 +83,13 @@ def gumbel_muzero(
     invalid_actions: Array,
     max_num_considered_actions: int = 16,
     gumbel_scale: float = 1.0,
+    value_scale: float = VALUE_SCALE,
 ) -> mctx.PolicyOutput:
     """Gumbel MuZero: ``mctx.gumbel_muzero_policy`` on a compact tree.
 
     root: prior logits [B, A], value [B], embedding [B, ...]; ``invalid_actions`` [B, A].
+    ``value_scale``: c_scale of the completed Q's transform, sigma(q) = (50 + max N) c_scale q
+    (``mctx.qtransform_completed_by_mix_value``'s ``value_scale``).
     Returns action [B] int32, action_weights [B, A] (the improved policy) and the
     ``CompactTree`` as ``search_tree``.
     """
@@ -107,8 +110,8 @@ def gumbel_muzero(
     def simulation(index, carry):
         rng_key, tree = carry
         rng_key, _, expand_key = jax.random.split(rng_key, 3)  # az.mcts's split: descent, expansion
-        slot = _select_root(tree, considered[:, index])
-        path, depth, parent, slot = _descend(tree, slot, max_depth=num_simulations)
+        slot = _select_root(tree, considered[:, index], value_scale)
+        path, depth, parent, slot = _descend(tree, slot, max_depth=num_simulations, value_scale=value_scale)
         child = tree.children_index[rows, parent, slot].astype(jnp.int32)
         child = jnp.where(child == UNVISITED, index + 1, child)  # a new node, or a revisit at max depth
         tree = _expand(params, expand_key, tree, recurrent_fn, parent, slot, child)
@@ -119,7 +122,7 @@ def gumbel_muzero(
     # The final choice of sequential halving: among the most visited actions, the best
     # gumbel + logit + completed Q.
     summary = summarize(tree)
-    completed_q = _completed_q_over_actions(tree)
+    completed_q = _completed_q_over_actions(tree, value_scale)
     most_visited = summary.visit_counts == jnp.max(summary.visit_counts, axis=-1, keepdims=True)
     score = jnp.maximum(-1e9, gumbel + prior_logits + completed_q) + jnp.where(most_visited, 0.0, -jnp.inf)
     action = jnp.argmax(jnp.where(invalid_actions, -jnp.inf, score), axis=-1).astype(jnp.int32)
@@ -193,7 +196,7 @@ class _CompletedQ(NamedTuple):
     unvisited_q: Array  # [B], the transformed completed Q of every unvisited action
 
 
-def _completed_q(tree: CompactTree, node: Array) -> _CompletedQ:
+def _completed_q(tree: CompactTree, node: Array, value_scale: float) -> _CompletedQ:
     """``mctx.qtransform_completed_by_mix_value`` at ``node`` [B], over its K slots
     (every action outside them is unvisited)."""
     rows = jnp.arange(node.shape[0])
@@ -210,39 +213,39 @@ def _completed_q(tree: CompactTree, node: Array) -> _CompletedQ:
     if tree.num_slots < tree.root_invalid_actions.shape[-1]:  # some action is outside the slots, unvisited
         low, high = jnp.minimum(low, mixed), jnp.maximum(high, mixed)
     spread = jnp.maximum(high - low, RESCALE_EPSILON)[:, None]
-    scale = ((MAXVISIT_INIT + jnp.max(visits, axis=-1)) * VALUE_SCALE)[:, None]
+    scale = ((MAXVISIT_INIT + jnp.max(visits, axis=-1)) * value_scale)[:, None]
     rescaled = (jnp.concatenate([completed, mixed[:, None]], axis=-1) - low[:, None]) / spread
     transformed = scale * rescaled
     return _CompletedQ(visits, priors, transformed[:, :-1], transformed[:, -1])
 
 
-def _completed_q_over_actions(tree: CompactTree) -> Array:
+def _completed_q_over_actions(tree: CompactTree, value_scale: float) -> Array:
     """The root's transformed completed Q over all actions [B, A]."""
-    root = _completed_q(tree, jnp.zeros(tree.node_visits.shape[:1], jnp.int32))
+    root = _completed_q(tree, jnp.zeros(tree.node_visits.shape[:1], jnp.int32), value_scale)
     batch, num_actions = tree.root_invalid_actions.shape
     rows = jnp.arange(batch)[:, None]
     full = jnp.broadcast_to(root.unvisited_q[:, None], (batch, num_actions))
     return full.at[rows, tree.children_actions[:, 0]].set(root.completed_q, mode="drop")
 
 
-def _select_root(tree: CompactTree, considered_visit: Array) -> Array:
+def _select_root(tree: CompactTree, considered_visit: Array, value_scale: float) -> Array:
     """Sequential halving at the root: among the slots whose visits equal
     ``considered_visit`` [B], the best gumbel + logit + completed Q. Returns the slot [B]."""
     root_slots = tree.root_scores.shape[-1]
-    root = _completed_q(tree, jnp.zeros(considered_visit.shape, jnp.int32))
+    root = _completed_q(tree, jnp.zeros(considered_visit.shape, jnp.int32), value_scale)
     visits = root.visits[:, :root_slots]
     score = jnp.maximum(-1e9, tree.root_scores + root.completed_q[:, :root_slots])
     score += jnp.where(visits == considered_visit[:, None], 0.0, -jnp.inf)
     return jnp.argmax(jnp.where(tree.root_valid, score, -jnp.inf), axis=-1).astype(jnp.int32)
 
 
-def _select_interior(tree: CompactTree, node: Array) -> Array:
+def _select_interior(tree: CompactTree, node: Array, value_scale: float) -> Array:
     """mctx's Gumbel interior selection at ``node`` [B]: the slot [B] whose improved
     probability most exceeds its share of the visits. The improved policy is
     softmax(logits + completed Q) over A = prior x exp(completed Q), normalised over
     the slots and the prior mass outside them (whose Q is the unvisited one)."""
     rows = jnp.arange(node.shape[0])
-    c = _completed_q(tree, node)
+    c = _completed_q(tree, node, value_scale)
     top = jnp.maximum(jnp.max(c.completed_q, axis=-1), c.unvisited_q)[:, None]
     weights = c.priors * jnp.exp(c.completed_q - top)
     outside = tree.other_prior[rows, node] * jnp.exp(c.unvisited_q - top[:, 0])
@@ -261,7 +264,8 @@ class _Descent(NamedTuple):
     going_on: Array  # [B] bool
 
 
-def _descend(tree: CompactTree, root_slot: Array, *, max_depth: int) -> tuple[Array, Array, Array, Array]:
+def _descend(tree: CompactTree, root_slot: Array, *, max_depth: int,
+             value_scale: float) -> tuple[Array, Array, Array, Array]:
     """From each root's chosen slot [B] down to an unexpanded slot (or ``max_depth``).
     Returns the path [B, max_depth + 1] (root first, the leaf's column not yet written),
     the leaf's depth [B] and the (parent, slot) [B] that leads to it."""
@@ -274,7 +278,7 @@ def _descend(tree: CompactTree, root_slot: Array, *, max_depth: int) -> tuple[Ar
     def level(walk: _Descent) -> _Descent:
         node = jnp.where(walk.going_on, tree.children_index[rows, walk.parent, walk.slot].astype(jnp.int32),
                          walk.parent)
-        slot = jnp.where(walk.going_on, _select_interior(tree, node), walk.slot)
+        slot = jnp.where(walk.going_on, _select_interior(tree, node, value_scale), walk.slot)
         path = walk.path.at[rows, jnp.where(walk.going_on, walk.depth, max_depth + 1)].set(node, mode="drop")
         depth = walk.depth + walk.going_on
         walk = _Descent(path, depth, node, slot, walk.going_on)

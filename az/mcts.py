@@ -72,10 +72,12 @@ def gumbel_muzero(
     invalid_actions: Array,
     max_num_considered_actions: int = 16,
     gumbel_scale: float = 1.0,
+    value_scale: float = 0.1,
 ) -> mctx.PolicyOutput:
     """Gumbel MuZero (sequential halving at the root): ``mctx.gumbel_muzero_policy`` on
-    this loop. action [B] int32, action_weights [B, A] (the improved policy)."""
-    qtransform = mctx.qtransform_completed_by_mix_value
+    this loop. action [B] int32, action_weights [B, A] (the improved policy).
+    ``value_scale``: ``mctx.qtransform_completed_by_mix_value``'s."""
+    qtransform = functools.partial(mctx.qtransform_completed_by_mix_value, value_scale=value_scale)
     root = root.replace(prior_logits=mask_invalid(root.prior_logits, invalid_actions))
     rng_key, gumbel_key = jax.random.split(rng_key)
     gumbel = gumbel_scale * jax.random.gumbel(gumbel_key, root.prior_logits.shape, root.prior_logits.dtype)

@@ -75,6 +75,7 @@ def search_from_config(config: ml_collections.ConfigDict, *, rules: env.Rules | 
         num_simulations=s.num_simulations,
         max_num_considered_actions=s.max_num_considered_actions,
         gumbel_scale=s.gumbel_scale,
+        value_scale=s.value_scale,
         dirichlet_alpha=s.dirichlet_alpha,
         dirichlet_fraction=s.dirichlet_fraction,
         history_window=s.history_window,
@@ -249,6 +250,7 @@ def make_search(
     num_simulations: int,
     max_num_considered_actions: int = 16,
     gumbel_scale: float = 1.0,
+    value_scale: float = gumbel_tree.VALUE_SCALE,
     dirichlet_alpha: float = 0.15,
     dirichlet_fraction: float = 0.25,
     history_window: int = 16,
@@ -261,7 +263,8 @@ def make_search(
     """``search(params, rng_key, games [B]) -> SearchResult``.
 
     ``algorithm``: "gumbel" (Gumbel MuZero, sequential halving over
-    ``max_num_considered_actions``, Gumbel noise scaled by ``gumbel_scale``) or "puct"
+    ``max_num_considered_actions``, Gumbel noise scaled by ``gumbel_scale``, Q weighed
+    against the prior by ``value_scale``: sigma(q) = (50 + max N) value_scale q) or "puct"
     (AlphaZero's PUCT, with ``with_dirichlet_noise`` at the root). ``num_simulations == 0`` searches nothing:
     the prior's best legal move. The tree judges repetition within ``history_window``
     plies; every other rule is ``rules``'s. ``mate_in_one``: a root with a mate in one
@@ -319,7 +322,7 @@ def make_search(
             policy = gumbel_tree.gumbel_muzero if compact else mcts.gumbel_muzero
             out = policy(params, rng_key, root, recurrent_fn, num_simulations=num_simulations,
                          invalid_actions=invalid_actions, max_num_considered_actions=max_num_considered_actions,
-                         gumbel_scale=gumbel_scale)
+                         gumbel_scale=gumbel_scale, value_scale=value_scale)
         else:  # the noise is in the root prior already; AlphaZero plays the most visited move
             out = mcts.puct(params, rng_key, root, recurrent_fn, num_simulations=num_simulations,
                             invalid_actions=invalid_actions)

@@ -58,6 +58,15 @@ POLICIES = {
         lambda key, root, invalid: mctx.gumbel_muzero_policy(PARAMS, key, root, recurrent_fn, num_simulations=N,
                                                              invalid_actions=invalid, max_num_considered_actions=4),
     ),
+    # c_scale 1.0 (mctx's default is 0.1): Q outweighs the prior.
+    "gumbel_value_scale": (
+        lambda key, root, invalid: mcts.gumbel_muzero(PARAMS, key, root, recurrent_fn, num_simulations=N,
+                                                      invalid_actions=invalid, max_num_considered_actions=4,
+                                                      value_scale=1.0),
+        lambda key, root, invalid: mctx.gumbel_muzero_policy(
+            PARAMS, key, root, recurrent_fn, num_simulations=N, invalid_actions=invalid, max_num_considered_actions=4,
+            qtransform=functools.partial(mctx.qtransform_completed_by_mix_value, value_scale=1.0)),
+    ),
     "puct": (
         lambda key, root, invalid: mcts.puct(PARAMS, key, root, recurrent_fn, num_simulations=N,
                                                invalid_actions=invalid),
@@ -90,7 +99,7 @@ def test_mcts__same_tree_and_policy_as_mctx(compiled):
             np.testing.assert_allclose(getattr(tree, field), getattr(tree_expected, field), rtol=1e-6, atol=1e-6,
                                        err_msg=field)
         np.testing.assert_allclose(got.action_weights, expected.action_weights, rtol=1e-6, atol=1e-7)
-        if name == "gumbel":
+        if name.startswith("gumbel"):
             np.testing.assert_array_equal(got.action, expected.action)
         else:  # mctx samples from the visits; AlphaZero plays the most visited
             np.testing.assert_array_equal(got.action, np.argmax(tree_expected.summary().visit_counts, axis=-1))
@@ -161,6 +170,28 @@ def test_gumbel_tree__same_search_as_mctx(compact_and_mctx):
     visits = np.asarray(summary.visit_counts)
     assert visits[1].max() > sims // 4, "the two-move root sends many visits to one child"
     assert np.asarray(tree.children_index >= 0).sum(axis=-1).max() >= 3, "some node has several children"
+
+
+def test_gumbel_tree__value_scale_as_mctx_and_it_matters(compact_and_mctx):
+    """c_scale 1.0 in the compact tree: mctx's search with that transform, and not the
+    search at the default 0.1 (the knob reaches the selection and the improved policy)."""
+    model = functools.partial(recurrent_fn, num_actions=WIDE)
+    kw = dict(num_simulations=N_WIDE, max_num_considered_actions=M_WIDE)
+    root, invalid = make_root(WIDE)
+    key = jax.random.key(1)
+    got = jax.jit(lambda k, r, i: gumbel_tree.gumbel_muzero(PARAMS, k, r, model, invalid_actions=i, value_scale=1.0,
+                                                            **kw))(key, root, invalid)
+    qtransform = functools.partial(mctx.qtransform_completed_by_mix_value, value_scale=1.0)
+    expected = jax.jit(lambda k, r, i: mctx.gumbel_muzero_policy(PARAMS, k, r, model, invalid_actions=i,
+                                                                 qtransform=qtransform, **kw))(key, root, invalid)
+    np.testing.assert_array_equal(got.action, expected.action)
+    np.testing.assert_array_equal(gumbel_tree.summarize(got.search_tree).visit_counts,
+                                  expected.search_tree.summary().visit_counts)
+    np.testing.assert_allclose(got.action_weights, expected.action_weights, rtol=1e-6, atol=1e-7)
+    default = compact_and_mctx[0](key, root, invalid)
+    assert np.abs(np.asarray(default.action_weights) - np.asarray(got.action_weights)).max() > 1e-2
+    assert (np.asarray(default.action_weights).max(-1) < np.asarray(got.action_weights).max(-1)).all(), \
+        "a larger c_scale sharpens the improved policy"
 
 
 def test_gumbel_tree__slots_cover_the_most_visited_node():

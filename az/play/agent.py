@@ -66,6 +66,7 @@ class Agent:
         c = self.config
         return json.dumps({"model": c.model.to_dict(), "declaration": c.env.declaration, "movegen": c.env.movegen,
                            "considered": c.search.max_num_considered_actions,
+                           "value_scale": c.search.value_scale,
                            "history_window": c.search.history_window}, sort_keys=True)
 
     def search(self, num_simulations: int, *, batch: int, history: int, max_length: int = MATCH_MAX_LENGTH,

@@ -37,6 +37,7 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
         "must be >= 1",
     )
     _require(s.gumbel_scale >= 0, "search.gumbel_scale", s.gumbel_scale, "must be >= 0")
+    _require(s.value_scale > 0, "search.value_scale", s.value_scale, "must be > 0")
     _require(s.dirichlet_alpha > 0, "search.dirichlet_alpha", s.dirichlet_alpha, "must be > 0")
     _require(0 <= s.dirichlet_fraction <= 1, "search.dirichlet_fraction", s.dirichlet_fraction, "must be in [0, 1]")
     _require(s.history_window >= 1, "search.history_window", s.history_window, "must be >= 1")
