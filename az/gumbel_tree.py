@@ -38,11 +38,11 @@ import mctx
 from jax import Array
 from mctx._src import seq_halving
 
-from az.mcts import mask_invalid
+from az.mcts import VALUE_SCALE, mask_invalid
 
 UNVISITED = -1  # children_index of a slot whose child is not expanded
 NO_PARENT = -1
-VALUE_SCALE, MAXVISIT_INIT, RESCALE_EPSILON = 0.1, 50.0, 1e-8  # mctx.qtransform_completed_by_mix_value's defaults
+MAXVISIT_INIT, RESCALE_EPSILON = 50.0, 1e-8  # mctx.qtransform_completed_by_mix_value's defaults
 
 
 class CompactTree(NamedTuple):

@@ -27,6 +27,7 @@ import mctx
 from jax import Array
 
 Tree = mctx.Tree
+VALUE_SCALE = 0.1  # c_scale of the completed Q: mctx.qtransform_completed_by_mix_value's default
 
 
 def search(
@@ -72,7 +73,7 @@ def gumbel_muzero(
     invalid_actions: Array,
     max_num_considered_actions: int = 16,
     gumbel_scale: float = 1.0,
-    value_scale: float = 0.1,
+    value_scale: float = VALUE_SCALE,
 ) -> mctx.PolicyOutput:
     """Gumbel MuZero (sequential halving at the root): ``mctx.gumbel_muzero_policy`` on
     this loop. action [B] int32, action_weights [B, A] (the improved policy).

@@ -250,7 +250,7 @@ def make_search(
     num_simulations: int,
     max_num_considered_actions: int = 16,
     gumbel_scale: float = 1.0,
-    value_scale: float = gumbel_tree.VALUE_SCALE,
+    value_scale: float = mcts.VALUE_SCALE,
     dirichlet_alpha: float = 0.15,
     dirichlet_fraction: float = 0.25,
     history_window: int = 16,
