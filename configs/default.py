@@ -64,6 +64,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.model.legality_head = False  # an auxiliary head trained to predict each action's legality
     c.model.material_head = False  # an auxiliary output of the value head: the material balance
     c.model.material_plies = 8  # ... this many plies later in the game (or at its end), the mover's view
+    c.model.material_weight = 1.0  # ... its squared error's weight in the loss
 
     c.replay = ml_collections.ConfigDict()
     c.replay.capacity = 1024 * 32 * 32  # positions; a multiple of num_games * plies_per_iteration

@@ -160,6 +160,7 @@ def _bad(field: str, value, preset="smoke"):
         ("learner.policy_over", "legal_only", 1),
         ("model.material_plies", 64, 1),  # the smoke replay holds 64 rows
         ("model.material_plies", -1, 1),
+        ("model.material_weight", 0.0, 1),
     ],
 )
 def test_validate__bad_value_gives_one_line_naming_the_field(field, value, num_devices):

@@ -218,8 +218,8 @@ def test_loss__legality_head_learns_the_recomputed_legal_moves():
 
 
 def test_loss__material_head_regresses_the_scaled_future_material():
-    """``material=True``: the head's squared error against tanh(material / 10) joins the
-    total, and its gradient pulls the head's output toward that target."""
+    """``material_weight`` > 0: the head's squared error against tanh(material / 10) joins
+    the total times that weight, and its gradient pulls the head's output toward that target."""
     from az.train.replay import Batch
     from envs import env
 
@@ -232,10 +232,11 @@ def test_loss__material_head_regresses_the_scaled_future_material():
     batch = Batch(board=jnp.full((3, 81), -1, jnp.int8), hand=jnp.zeros((3, 2, 7), jnp.int8),
                   policy=jnp.zeros((3, 2187)), policy_weight=jnp.zeros(3), value=jnp.zeros(3), material=balance)
     params = {"m": jnp.asarray([0.0, 0.0, 0.5])}
-    fn = jax.value_and_grad(lambda p: learner.loss_fn(apply_fn, p, batch, env.Rules(), material=True), has_aux=True)
+    fn = jax.value_and_grad(lambda p: learner.loss_fn(apply_fn, p, batch, env.Rules(), material_weight=3.0),
+                            has_aux=True)
     (loss, parts), grads = jax.jit(fn)(params)
     target = np.tanh(np.asarray(balance) / learner.MATERIAL_SCALE)
     expected = np.mean((np.tanh([0.0, 0.0, 0.5]) - target) ** 2)
     assert float(parts[5]) == pytest.approx(expected, rel=1e-5)
-    assert float(loss) == pytest.approx(float(parts[0]) + float(parts[1]) + expected, rel=1e-5)
+    assert float(loss) == pytest.approx(float(parts[0]) + float(parts[1]) + 3.0 * expected, rel=1e-5)
     assert np.all(np.sign(-np.asarray(grads["m"])) == np.sign(target - np.tanh([0.0, 0.0, 0.5])))

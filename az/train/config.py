@@ -98,6 +98,7 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
     _require(isinstance(m.material_plies, int) and 0 <= m.material_plies < r.capacity // p.num_games,
              "model.material_plies", m.material_plies,
              f"must be an integer in [0, replay rows = {r.capacity // p.num_games})")
+    _require(m.material_weight > 0, "model.material_weight", m.material_weight, "must be > 0")
     lr = c.learner
     _require(lr.batch_size >= 1, "learner.batch_size", lr.batch_size, "must be >= 1")
     _require(

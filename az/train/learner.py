@@ -11,8 +11,9 @@ recomputed legal moves, averaged over the 2,187 actions, so the trunk still lear
 which moves exist when the policy's softmax no longer sees the illegal ones. A network
 with a material head (``model.material_head``) adds the squared error of its output
 against tanh(material / ``MATERIAL_SCALE``), the mover's material balance in pawns
-``model.material_plies`` plies later (``replay.future_material``): the value's hidden
-layer then has to count material and see which pieces are about to change hands.
+``model.material_plies`` plies later (``replay.future_material``), times
+``model.material_weight``: the value's hidden layer then has to count material and see
+which pieces are about to change hands.
 
 The learning rate follows the run's progress p = games finished / ``budget_games``
 (the same progress that moves start-scheme phases), so a schedule ends exactly when
@@ -98,9 +99,10 @@ class LossInfo(NamedTuple):
 
 
 def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules, *,
-            policy_over: str = "all", legality: bool = False, material: bool = False) -> tuple[Array, tuple]:
+            policy_over: str = "all", legality: bool = False, material_weight: float = 0.0) -> tuple[Array, tuple]:
     observation = observations(batch.board, batch.hand, rules)
     legality_loss = material_loss = jnp.float32(0)
+    material = material_weight > 0
     if legality or material:
         logits, value, aux = apply_fn(params, observation, with_aux=True)
     else:
@@ -123,18 +125,20 @@ def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules, *,
     decided = jnp.abs(batch.value) > 0.5
     agree = jnp.sign(value) == jnp.sign(batch.value)
     accuracy = (agree & decided).sum() / jnp.maximum(decided.sum(), 1)
-    return (policy_loss + value_loss + legality_loss + material_loss,
+    return (policy_loss + value_loss + legality_loss + material_weight * material_loss,
             (policy_loss, value_loss, entropy, accuracy, legality_loss, material_loss))
 
 
 def make_update(apply_fn: Callable, optimizer: optax.GradientTransformation, rules: env.Rules, *, grad_clip: float,
-                policy_over: str = "all", legality: bool = False, material: bool = False):
+                policy_over: str = "all", legality: bool = False, material_weight: float = 0.0):
     """``update(params, opt_state, batch, learning_rate) -> (params, opt_state, loss, LossInfo)``.
 
     ``grad_clip`` > 0 scales the gradient down to that global norm when it is larger
-    (0: never); ``legality``, ``material``: the network has that auxiliary head to train."""
+    (0: never); ``legality``: the network has a legality head to train; ``material_weight``
+    > 0: it has a material head, whose loss counts this much."""
     grad_fn = jax.value_and_grad(
-        lambda p, b: loss_fn(apply_fn, p, b, rules, policy_over=policy_over, legality=legality, material=material),
+        lambda p, b: loss_fn(apply_fn, p, b, rules, policy_over=policy_over, legality=legality,
+                                material_weight=material_weight),
         has_aux=True)
 
     def update(params, opt_state, batch: Batch, rate: Array):

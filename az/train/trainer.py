@@ -229,7 +229,7 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
     optimizer = learner_lib.make_optimizer(config.learner)
     update = learner_lib.make_update(net.apply, optimizer, rules, grad_clip=config.learner.grad_clip,
                                      policy_over=config.learner.policy_over, legality=config.model.legality_head,
-                                     material=config.model.material_head)
+                                     material_weight=config.model.material_weight if config.model.material_head else 0.0)
     steps = config_lib.steps_per_iteration(config)
     num_games = config.selfplay.num_games
     rows = config.replay.capacity // num_games
