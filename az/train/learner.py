@@ -138,7 +138,7 @@ def make_update(apply_fn: Callable, optimizer: optax.GradientTransformation, rul
     > 0: it has a material head, whose loss counts this much."""
     grad_fn = jax.value_and_grad(
         lambda p, b: loss_fn(apply_fn, p, b, rules, policy_over=policy_over, legality=legality,
-                                material_weight=material_weight),
+                             material_weight=material_weight),
         has_aux=True)
 
     def update(params, opt_state, batch: Batch, rate: Array):
