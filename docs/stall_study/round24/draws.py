@@ -5,8 +5,10 @@
 MATCH_DIR is an ``eval.py --out`` directory whose first player is the agent. For the games
 ended by mate and at the ply limit: the agent's material lead at the end (board and hands,
 as greedy counts it) and 128 plies into the match; for the games drawn at the limit, the
-agent's turns where cshogi's solver finds a mate in 1 or in 3, and the first such turn of
-each game (its KIF file and the number of the move the agent played there), to open in a GUI.
+agent's turns where cshogi's solver finds a mate in 1 or in 3 (how many of those begin with
+a drop, and how many checks and evasions a mate-in-3 search would meet there), and the first
+such turn of each game (its KIF file and the number of the move the agent played there),
+to open in a GUI.
 """
 import json
 import sys
@@ -14,6 +16,22 @@ import sys
 import cshogi
 
 from az.play.players import material  # greedy's own count
+
+
+def check_shape(board: cshogi.Board) -> tuple[int, int, int]:
+    """(checking moves, most evasions after one of them, evasions over all of them)."""
+    checks = most = total = 0
+    for move in list(board.legal_moves):
+        board.push(move)
+        if board.is_check():
+            evasions = len(list(board.legal_moves))
+            checks, most, total = checks + 1, max(most, evasions), total + evasions
+        board.pop()
+    return checks, most, total
+
+
+def spread(values) -> str:
+    return f"{min(values)}/{median(values)}/{max(values)}"
 
 
 def median(values):
@@ -30,6 +48,7 @@ def main(match_dirs):
             if not chosen:
                 continue
             at_end, at_128, mate1, mate3, agent_turns, firsts = [], [], 0, 0, 0, []
+            drop_first, shapes = 0, []
             for g in chosen:
                 board = cshogi.Board()
                 color = cshogi.BLACK if g["player_color"] == "black" else cshogi.WHITE
@@ -41,9 +60,12 @@ def main(match_dirs):
                         if reason == "max_length":
                             found = bool(board.mate_move_in_1ply())
                             mate1 += found
-                            if not found and board.mate_move(3):
+                            mate = 0 if found else board.mate_move(3)
+                            if mate:
                                 mate3 += 1
                                 found = True
+                                drop_first += cshogi.move_is_drop(mate)
+                                shapes.append(check_shape(board))
                             if found and first is None:
                                 first = ply + 1
                     if ply == start + 128:
@@ -58,6 +80,11 @@ def main(match_dirs):
             if reason == "max_length":
                 print(f"  agent to move with a mate in 1: {mate1}, in 3 (not 1): {mate3}, of {agent_turns} turns; "
                       f"in {len(firsts)} of the {len(chosen)} games")
+                if shapes:
+                    checks, most, total = zip(*shapes)
+                    print(f"  of the mates in 3, {drop_first} begin with a drop; checking moves there "
+                          f"{spread(checks)}, most evasions after one check {spread(most)}, "
+                          f"evasions over all checks {spread(total)} (min/median/max)")
                 for line in firsts:
                     print("   ", line)
 
