@@ -57,7 +57,8 @@ def main(match_dirs):
                 for ply, usi in enumerate(g["moves"]):
                     if ply >= start and board.turn == color:
                         agent_turns += 1
-                        if reason == "max_length":
+                        # The solvers assume the side to move is not in check.
+                        if reason == "max_length" and not board.is_check():
                             found = bool(board.mate_move_in_1ply())
                             mate1 += found
                             mate = 0 if found else board.mate_move(3)
