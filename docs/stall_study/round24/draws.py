@@ -74,7 +74,7 @@ def main(match_dirs):
                     board.push_usi(usi)
                 at_end.append(material(board, color))
                 if first is not None:
-                    firsts.append(f"{g['kif']} ply {first}")
+                    firsts.append(f"{g['kif']} move {first}")
             print(f"  {reason}: {len(chosen)} games; the agent's material at the end: median {median(at_end):+d}, "
                   f"ahead by 10 or more in {sum(m >= 10 for m in at_end)}, behind in {sum(m < 0 for m in at_end)}; "
                   f"128 plies in: median {median(at_128) if at_128 else 'n/a'}")

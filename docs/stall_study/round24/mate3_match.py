@@ -1,5 +1,5 @@
 """What a mate search at the root would give: the agent, but a mate in 1 or 3 that cshogi's
-solver finds at its turn is played first. A study probe, not a player of the project (the
+solver finds at its turn (not in check) is played first. A study probe, not a player of the project (the
 solver ignores repetition, and it runs on the host).
 
     python docs/stall_study/round24/mate3_match.py WORKDIR OUT   # 108 games against greedy, n=16
@@ -23,6 +23,12 @@ class _MateFirstSession(players.Session):
         # The solvers assume the side to move is not in check (in check they answer nonsense).
         mate = 0 if board.is_check() else board.mate_move_in_1ply() or board.mate_move(3)
         return cshogi.move_to_usi(mate) if mate and board.is_legal(mate) else self.inner.move(position)
+
+    def new_game(self):
+        self.inner.new_game()
+
+    def game_over(self, result: str):
+        self.inner.game_over(result)
 
     def close(self):
         self.inner.close()
