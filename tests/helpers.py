@@ -232,3 +232,50 @@ def mate_in_one_after(sfen: str) -> dict[str, bool]:
                 break
         board.pop()
     return refuted
+
+
+def cshogi_checks(sfen: str) -> list[str]:
+    """The legal checking moves (USI)."""
+    return [cshogi.move_to_usi(m) for m in _checks(cshogi.Board(sfen))]
+
+
+def _checks(board: cshogi.Board) -> list[int]:
+    checking = []
+    for move in list(board.legal_moves):
+        board.push(move)
+        if board.is_check():
+            checking.append(move)
+        board.pop()
+    return checking
+
+
+def _mates_at_once(board: cshogi.Board) -> bool:
+    """The side to move has a checking move that leaves no legal reply (a pawn-drop mate is illegal)."""
+    for move in list(board.legal_moves):
+        board.push(move)
+        mated = board.is_check() and not any(True for _ in board.legal_moves)
+        board.pop()
+        if mated:
+            return True
+    return False
+
+
+def mates_in_three(sfen: str) -> dict[str, int]:
+    """cshogi, brute force: each checking move (USI) that mates at once or after which every
+    reply allows a mating check -> the number of replies to it (0: it mates at once)."""
+    board = cshogi.Board(sfen)
+    mates = {}
+    for check in _checks(board):
+        board.push(check)
+        replies = list(board.legal_moves)
+        proven = True
+        for reply in replies:
+            board.push(reply)
+            proven = _mates_at_once(board)
+            board.pop()
+            if not proven:
+                break
+        board.pop()
+        if proven:
+            mates[cshogi.move_to_usi(check)] = len(replies)
+    return mates

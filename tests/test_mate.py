@@ -7,6 +7,10 @@ moves must equal cshogi's (push, ``is_check``), a mate must be found exactly whe
 pushing some checking move leaves the opponent without a legal move, the move returned
 must be one of those, and cshogi's ``mate_move_in_1ply`` must agree wherever it finds one
 (it assumes the side to move is not in check, so only there).
+
+Mate in three against a brute-force cshogi search (``helpers.mates_in_three``), on crowded
+positions chosen for a mix of mates in three only, mates at once and no mate, each also
+at the ply limit and with a history in which the mating checks repeat into a draw.
 """
 
 import cshogi
@@ -15,7 +19,7 @@ import numpy as np
 import pytest
 
 from envs import env, mate, notation
-from helpers import cshogi_moves, pick_move, random_scattered_sfen
+from helpers import cshogi_checks, cshogi_moves, mates_in_three, pick_move, random_scattered_sfen
 
 MATED = "4k4/9/9/9/9/9/4p4/4g4/4K4 b - 1"  # black to move has no move: the game is over
 SIZES = [pytest.param(512, id="512"), pytest.param(6144, id="6k", marks=pytest.mark.slow)]
@@ -113,3 +117,87 @@ def test_mate_in_one__agrees_with_cshogi(positions, ours):
     assert any("*" in m for m in found_moves) and any(m.endswith("+") for m in found_moves)
     assert any("*" not in m and not m.endswith("+") for m in found_moves)
     assert refused_drop_mates >= len(positions) // 300, refused_drop_mates
+
+
+THREE_RULES = env.Rules(max_length=200, history=256)
+ROOT_PLY = 190  # the roots are set at this ply; the history before it is empty or staged
+
+
+def _mate_in_three_positions() -> list[tuple[str, dict[str, int]]]:
+    """Crowded positions (cshogi's brute force truth): 24 with mates in three only,
+    8 with a mate at once, 16 with neither."""
+    rng = np.random.default_rng(67)
+    wanted = {"three": 24, "once": 8, "none": 16}
+    chosen = []
+    while any(wanted.values()):
+        sfen = random_scattered_sfen(rng, crowd_enemy_king=True)
+        mates = mates_in_three(sfen)
+        kind = "none" if not mates else "once" if 0 in mates.values() else "three"
+        if wanted[kind] and not cshogi.Board(sfen).is_check() and len(mates) <= 15:  # 15: room to stage
+            wanted[kind] -= 1
+            chosen.append((sfen, mates))
+    return chosen
+
+
+def _at_ply(state: env.State, ply: int, repeated=()) -> env.State:
+    """``state`` as the position at ``ply`` of a game whose history holds each hash of
+    ``repeated`` three times before (same side to move as after one more ply, no checks)."""
+    size = THREE_RULES.history
+    history = np.zeros_like(np.asarray(state.history))
+    history[ply % size] = np.asarray(state.hash)
+    for i, hash_ in enumerate(repeated):
+        for k in range(3):
+            history[(ply + 1 - 4 * (3 * i + k + 1)) % size] = np.asarray(hash_)
+    check_history = np.zeros_like(np.asarray(state.check_history))
+    check_history[ply % size] = bool(state.checked)
+    return state._replace(x=state.x._replace(step_count=np.int32(ply)), history=history, check_history=check_history)
+
+
+@pytest.fixture(scope="module")
+def mate_in_three_cases():
+    """(sfen, cshogi's mates {usi: replies}, the roots' considered checks {usi}, roots [3N]:
+    each position at ``ROOT_PLY``, at 2 plies before the limit, and with its mating checks
+    repeated into a draw), and our (found, action) for all of them in one compiled call."""
+    cases = _mate_in_three_positions()
+    step = jax.jit(lambda s, a: env.step(s, a, THREE_RULES))
+    plain, late, repeated, considered = [], [], [], []
+    for sfen, mates in cases:
+        state = notation.from_sfen(sfen, THREE_RULES)
+        legal = notation.legal_actions(state)
+        checks = sorted(legal[m] for m in cshogi_checks(sfen))  # ours equal them (above)
+        considered.append({u for u, a in legal.items() if a in checks[:32]})
+        plain.append(_at_ply(state, ROOT_PLY))
+        late.append(_at_ply(state, THREE_RULES.max_length - 2))
+        hashes = [step(_at_ply(state, ROOT_PLY), legal[m]).hash for m in mates]
+        repeated.append(_at_ply(state, ROOT_PLY, hashes))
+    roots = plain + late + repeated
+    games = jax.tree.map(lambda *a: np.stack([np.asarray(x) for x in a]), *roots)
+    found, action = jax.device_get(jax.jit(lambda g: mate.mate_in_three(g, THREE_RULES))(games))
+    return cases, considered, roots, found, action
+
+
+def test_mate_in_three__agrees_with_a_brute_force_search(mate_in_three_cases):
+    cases, considered, roots, found, action = mate_in_three_cases
+    kinds = {"three": 0, "once": 0}
+    for i, ((sfen, mates), checks) in enumerate(zip(cases, considered)):
+        within = {m for m, replies in mates.items() if m in checks and replies <= 32}
+        assert bool(found[i]) == bool(within), f"{sfen}: found {bool(found[i])}, cshogi {mates}"
+        if found[i]:
+            move = notation.action_to_usi(roots[i], int(action[i]))
+            at_once = {m for m in within if mates[m] == 0}
+            assert move in (at_once or within), f"{sfen}: played {move}, cshogi {mates}"
+            kinds["once" if at_once else "three"] += 1
+    assert kinds["three"] >= 20 and kinds["once"] >= 6, kinds  # the bounds drop few mates here
+
+
+def test_mate_in_three__ends_at_the_ply_limit_and_avoids_repetition(mate_in_three_cases):
+    cases, _, roots, found, action = mate_in_three_cases
+    n = len(cases)
+    for i, (sfen, mates) in enumerate(cases):
+        # Two plies before the limit the reply ends the game (a draw): only a mate at once is left.
+        at_once = {m for m, replies in mates.items() if replies == 0}
+        assert bool(found[n + i]) == (bool(found[i]) and bool(at_once)), sfen
+        if found[n + i]:
+            assert notation.action_to_usi(roots[n + i], int(action[n + i])) in at_once, sfen
+        # A check that repeats a position for the fourth time draws, unless it mates: mate ends the game.
+        assert bool(found[2 * n + i]) == (bool(found[i]) and bool(at_once)), sfen
