@@ -52,7 +52,7 @@ class SearchResult:
     search_value: Array  # [B] float32, the root's value after the search
     pv: Array  # [B, L] int32, ``action`` then the most visited reply at each node; -1 past the tree
     noise_tv: Array  # [B] float32, total variation between the root prior searched and the network's
-    mate: Array  # [B] bool, the root had a mate in one, which is the move (with_mate_in_one)
+    mate: Array  # [B] bool, the root had a mate (in one, or three in play), which is the move (with_mate)
 
 
 def rules_from_config(config: ml_collections.ConfigDict) -> env.Rules:

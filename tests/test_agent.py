@@ -190,3 +190,31 @@ def test_the_agent_plays_a_pawn_bishop_or_rook_promoted_where_its_network_prefer
     agent = agent_lib.Agent(config=config, params=params, step=0, name="plain-minded")
     result = agent.search(0, batch=len(sfens), history=rules.history)(params, jax.random.PRNGKey(1), games)
     assert np.asarray(result.action).tolist() == [promoted] * len(sfens)
+
+
+# A drawn game's position (docs/stall_study/round24/0011_aigakari_37kei_w.kif, move 116):
+# white mates in three with R*8f, and has no mate in one.
+MATE_IN_THREE = "1+P1+P3+P1/2+L6/5p2l/S8/9/K1+p5p/4kPG1+b/5R1P1/1NS1GS3 w GSNrbg2n2l10p 116"
+
+
+def test_the_agent_plays_a_mate_in_three_without_a_search(guarded_agent):
+    import jax
+
+    from az import network as network_lib
+    from az.play import agent as agent_lib
+    from configs import default
+    from envs import env, notation
+
+    sfens, states, _, _, _, _ = guarded_agent
+    assert helpers.mates_in_three(MATE_IN_THREE) == {"R*8f": 2}  # the position is what it claims
+    rules = env.Rules(history=8)
+    config = default.get_config("smoke")
+    params = network_lib.init_params(network_lib.make_network(config), jax.random.PRNGKey(0))
+    agent = agent_lib.Agent(config=config, params=params, step=0, name="untrained")
+    mate_state = notation.from_sfen(MATE_IN_THREE, rules)
+    games = agent_lib.stack_states([mate_state] + states[1:])  # the fixture's batch: its compiled programs
+    result = agent.search(0, batch=len(sfens), history=rules.history)(params, jax.random.PRNGKey(1), games)
+    assert notation.action_to_usi(mate_state, int(result.action[0])) == "R*8f"
+    assert bool(result.mate[0]) and float(result.search_value[0]) == 1.0
+    for sfen, mate in zip(sfens[1:], np.asarray(result.mate)[1:]):
+        assert bool(mate) == bool(helpers.mates_in_three(sfen)), sfen

@@ -4,7 +4,8 @@
 without ``@STEP``; ``@0`` is the untrained network) and the config it was trained
 with (their moving average where the run kept one). It plays Gumbel search with
 sequential halving and no Gumbel noise, greedily, as in the paper's evaluation; it plays
-a mate in one without a search, and never a move after which the opponent mates in one
+a mate in one or three (``envs.mate.mate_in_three``: every reply to the check allows a
+mate) without a search, and never a move after which the opponent mates in one
 where another move avoids it; its pawns, bishops and rooks promote wherever they may
 (``search.searched_moves``), as engines play. Searches are compiled ahead of time, once
 per (config, simulations, batch, ply limit, PV length), and shared by every agent whose
@@ -92,7 +93,8 @@ class Agent:
         rather than compiles them."""
         shapes = [(self.program, num_simulations, batch, history, max_length, pv_length, quick)]
         if self.rules.movegen == "dense":
-            shapes += [("mate", batch, history), ("step", self._playing_rules(history, max_length), batch)]
+            rules = self._playing_rules(history, max_length)
+            shapes += [("mate", batch, history), ("step", rules, batch), ("mate3", rules, batch, quick)]
         return all(_loadable(shape) for shape in shapes)
 
     def compiled_simulations(self, *, batch: int, history: int, max_length: int = MATCH_MAX_LENGTH,
@@ -157,11 +159,13 @@ class Agent:
         find_mates = _COMPILED[mate_key]
         with_mate = _with_mate(num_simulations)
         step_all = _step_program(self._playing_rules(history, max_length), games)
+        find_root_mates = _root_mate_program(self._playing_rules(history, max_length), games, quick)
 
         def search(params, rng_key: Array, games: env.State) -> search_lib.SearchResult:
-            """A root with a mate in one plays it without a search (``search.with_mate``);
-            a move that lets the opponent mate in one is replaced where another does not."""
-            found, action = find_mates(games)
+            """A root with a mate in one or three plays it without a search
+            (``search.with_mate``); a move that lets the opponent mate in one is replaced
+            where another does not."""
+            found, action = find_root_mates(games)
             result = with_mate(tree(params, rng_key, games), found, action)
             return avoid_mates_in_one(result, games, step_all, find_mates)
 
@@ -328,6 +332,21 @@ def _step_program(rules: env.Rules, games: env.State):
             actions = jax.ShapeDtypeStruct((batch,), jnp.int32)
             _COMPILED[key] = _compiled_program(key, jax.vmap(notation.step_program(rules)), (games, actions),
                                                _STATE_TREE, quick=True)
+    return _COMPILED[key]
+
+
+def _root_mate_program(rules: env.Rules, games: env.State, quick: bool):
+    """``mate.mate_in_three`` under ``rules`` over a batch of the shape of ``games``
+    (abstract). Compiled as the search is (``quick`` or not): it runs at every move, and
+    the optimized program takes about half the time."""
+    batch = games.x.board.shape[0]
+    key = ("mate3", rules, batch, quick)
+    with _LOCK:
+        lock = _KEY_LOCKS.setdefault(key, threading.Lock())
+    with lock:
+        if key not in _COMPILED:
+            _COMPILED[key] = _compiled_program(key, functools.partial(mate.mate_in_three, rules=rules), (games,),
+                                               _MATE_TREE, quick=quick)
     return _COMPILED[key]
 
 
