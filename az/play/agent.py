@@ -5,13 +5,13 @@ without ``@STEP``; ``@0`` is the untrained network) and the config it was traine
 with (their moving average where the run kept one). It plays Gumbel search with
 sequential halving and no Gumbel noise, greedily, as in the paper's evaluation; it plays
 a mate in one or three (``envs.mate.mate_in_three``: every reply to the check allows a
-mate) without a search, and never a move after which the opponent mates in one
-where another move avoids it; its pawns, bishops and rooks promote wherever they may
-(``search.searched_moves``), as engines play. Searches are compiled ahead of time, once
-per (config, simulations, batch, ply limit, PV length), and shared by every agent whose
-config gives the same program (network, rules, considered actions, repetition window:
-the variants of the paper share one): matches, reports and the USI engine take them
-from here.
+mate; a ``quick`` search, mates in one only) without a search, and never a move after
+which the opponent mates in one where another move avoids it; its pawns, bishops and
+rooks promote wherever they may (``search.searched_moves``), as engines play. Searches
+are compiled ahead of time, once per (config, simulations, batch, ply limit, PV length),
+and shared by every agent whose config gives the same program (network, rules,
+considered actions, repetition window: the variants of the paper share one): matches,
+reports and the USI engine take them from here.
 
 Where JAX's persistent compilation cache is on (training and the engine point it at the
 workdir's ``jax_cache``), each compiled search is also kept there as a serialized
@@ -94,7 +94,8 @@ class Agent:
         shapes = [(self.program, num_simulations, batch, history, max_length, pv_length, quick)]
         if self.rules.movegen == "dense":
             rules = self._playing_rules(history, max_length)
-            shapes += [("mate", batch, history), ("step", rules, batch), ("mate3", rules, batch, quick)]
+            shapes += [("mate", batch, history), ("step", rules, batch)]
+            shapes += [] if quick else [("mate3", rules, batch)]
         return all(_loadable(shape) for shape in shapes)
 
     def compiled_simulations(self, *, batch: int, history: int, max_length: int = MATCH_MAX_LENGTH,
@@ -140,26 +141,28 @@ class Agent:
                     _COMPILED[mate_key] = _compiled_program(mate_key, mate.mate_in_one, (games,), _MATE_TREE,
                                                               quick=True)
 
-        def mate_program_quietly():
-            try:
-                mate_program()
-            except Exception:  # the call below repeats it and raises where the caller sees it
-                pass
-
-        # Two serialized programs load side by side (2.5-3 s each on a CPU); compiles do not
+        # Serialized programs load side by side (2.5-3 s each on a CPU); compiles do not
         # overlap well, so they stay one after the other.
-        beside = None
+        # A quick search (the engine's first start) looks for mates in one only: the mate
+        # in three compiles with the -O2 programs that replace it (minutes on one core).
+        rules = self._playing_rules(history, max_length)
+        root_mate_program = None if quick else functools.partial(_root_mate_program, rules, games)
+        beside = []
         if _loadable(tree_shape) and _loadable(mate_key):
-            beside = threading.Thread(target=mate_program_quietly, daemon=True, name="azshogi-mate")
-            beside.start()
+            beside.append(threading.Thread(target=_quietly, args=(mate_program,), daemon=True, name="azshogi-mate"))
+            if root_mate_program is not None and _loadable(("mate3", rules, batch)):
+                beside.append(threading.Thread(target=_quietly, args=(root_mate_program,), daemon=True,
+                                               name="azshogi-mate3"))
+        for thread in beside:
+            thread.start()
         tree = _compiled_program(tree_shape, tree, (self.params, key, games), _RESULT_TREE, quick=quick)
-        if beside is not None:
-            beside.join()
+        for thread in beside:
+            thread.join()
         mate_program()  # a no-op where the thread made it; raises here where it failed
         find_mates = _COMPILED[mate_key]
         with_mate = _with_mate(num_simulations)
-        step_all = _step_program(self._playing_rules(history, max_length), games)
-        find_root_mates = _root_mate_program(self._playing_rules(history, max_length), games, quick)
+        step_all = _step_program(rules, games)
+        find_root_mates = find_mates if root_mate_program is None else root_mate_program()
 
         def search(params, rng_key: Array, games: env.State) -> search_lib.SearchResult:
             """A root with a mate in one or three plays it without a search
@@ -335,18 +338,26 @@ def _step_program(rules: env.Rules, games: env.State):
     return _COMPILED[key]
 
 
-def _root_mate_program(rules: env.Rules, games: env.State, quick: bool):
+def _quietly(work) -> None:
+    """``work()`` in a thread whose failure the caller's own call repeats and raises."""
+    try:
+        work()
+    except Exception:
+        pass
+
+
+def _root_mate_program(rules: env.Rules, games: env.State):
     """``mate.mate_in_three`` under ``rules`` over a batch of the shape of ``games``
-    (abstract). Compiled as the search is (``quick`` or not): it runs at every move, and
-    the optimized program takes about half the time."""
+    (abstract), compiled -O2: it runs at every move (about 30 ms a root on one core at
+    B = 1, against 50-70 ms compiled quick)."""
     batch = games.x.board.shape[0]
-    key = ("mate3", rules, batch, quick)
+    key = ("mate3", rules, batch)
     with _LOCK:
         lock = _KEY_LOCKS.setdefault(key, threading.Lock())
     with lock:
         if key not in _COMPILED:
             _COMPILED[key] = _compiled_program(key, functools.partial(mate.mate_in_three, rules=rules), (games,),
-                                               _MATE_TREE, quick=quick)
+                                               _MATE_TREE)
     return _COMPILED[key]
 
 
