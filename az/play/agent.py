@@ -80,12 +80,8 @@ class Agent:
         ``num_simulations`` 0 is the policy network's move. ``quick``: on a CPU, compiled
         with ``QUICK_CPU_COMPILE`` (4x sooner, 3.5x slower to run): a program of its own."""
         key = (self.program, num_simulations, batch, history, max_length, pv_length, quick)
-        with _LOCK:
-            lock = _KEY_LOCKS.setdefault(key, threading.Lock())
-        with lock:  # one compile per key, also between threads
-            if key not in _COMPILED:
-                _COMPILED[key] = self._compile(num_simulations, batch, history, max_length, pv_length, quick)
-        return _COMPILED[key]
+        return _compiled_once(key, lambda: self._compile(num_simulations, batch, history, max_length, pv_length,
+                                                         quick))
 
     def serialized(self, num_simulations: int, *, batch: int, history: int, max_length: int = MATCH_MAX_LENGTH,
                    pv_length: int = 1, quick: bool = False) -> bool:
@@ -132,14 +128,10 @@ class Agent:
         if self.rules.movegen != "dense":  # the mate detector needs the dense core
             return _compiled_program(tree_shape, tree, (self.params, key, games), _RESULT_TREE, quick=quick)
         mate_key = ("mate", batch, history)
-        with _LOCK:
-            lock = _KEY_LOCKS.setdefault(mate_key, threading.Lock())
 
         def mate_program():
-            with lock:
-                if mate_key not in _COMPILED:
-                    _COMPILED[mate_key] = _compiled_program(mate_key, mate.mate_in_one, (games,), _MATE_TREE,
-                                                              quick=True)
+            return _compiled_once(mate_key, lambda: _compiled_program(mate_key, mate.mate_in_one, (games,),
+                                                                      _MATE_TREE, quick=True))
 
         # Serialized programs load side by side (2.5-3 s each on a CPU); compiles do not
         # overlap well, so they stay one after the other.
@@ -158,8 +150,7 @@ class Agent:
         tree = _compiled_program(tree_shape, tree, (self.params, key, games), _RESULT_TREE, quick=quick)
         for thread in beside:
             thread.join()
-        mate_program()  # a no-op where the thread made it; raises here where it failed
-        find_mates = _COMPILED[mate_key]
+        find_mates = mate_program()  # made by the thread, or here (raising where it failed)
         with_mate = _with_mate(num_simulations)
         step_all = _step_program(rules, games)
         find_root_mates = find_mates if root_mate_program is None else root_mate_program()
@@ -324,18 +315,23 @@ def install_parser(rules: env.Rules) -> None:
     notation.install_programs(rules, init=init, step=step)
 
 
-def _step_program(rules: env.Rules, games: env.State):
-    """``env.step`` over a batch of the shape of ``games`` (abstract), compiled quick."""
-    batch = games.x.board.shape[0]
-    key = ("step", rules, batch)
+def _compiled_once(key: tuple, build):
+    """``_COMPILED[key]``, made by ``build()`` once per process, also between threads."""
     with _LOCK:
         lock = _KEY_LOCKS.setdefault(key, threading.Lock())
     with lock:
         if key not in _COMPILED:
-            actions = jax.ShapeDtypeStruct((batch,), jnp.int32)
-            _COMPILED[key] = _compiled_program(key, jax.vmap(notation.step_program(rules)), (games, actions),
-                                               _STATE_TREE, quick=True)
+            _COMPILED[key] = build()
     return _COMPILED[key]
+
+
+def _step_program(rules: env.Rules, games: env.State):
+    """``env.step`` over a batch of the shape of ``games`` (abstract), compiled quick."""
+    batch = games.x.board.shape[0]
+    key = ("step", rules, batch)
+    actions = jax.ShapeDtypeStruct((batch,), jnp.int32)
+    return _compiled_once(key, lambda: _compiled_program(key, jax.vmap(notation.step_program(rules)),
+                                                         (games, actions), _STATE_TREE, quick=True))
 
 
 def _quietly(work) -> None:
@@ -350,15 +346,9 @@ def _root_mate_program(rules: env.Rules, games: env.State):
     """``mate.mate_in_three`` under ``rules`` over a batch of the shape of ``games``
     (abstract), compiled -O2: it runs at every move (about 30 ms a root on one core at
     B = 1, against 50-70 ms compiled quick)."""
-    batch = games.x.board.shape[0]
-    key = ("mate3", rules, batch)
-    with _LOCK:
-        lock = _KEY_LOCKS.setdefault(key, threading.Lock())
-    with lock:
-        if key not in _COMPILED:
-            _COMPILED[key] = _compiled_program(key, functools.partial(mate.mate_in_three, rules=rules), (games,),
-                                               _MATE_TREE)
-    return _COMPILED[key]
+    key = ("mate3", rules, games.x.board.shape[0])
+    return _compiled_once(key, lambda: _compiled_program(key, functools.partial(mate.mate_in_three, rules=rules),
+                                                         (games,), _MATE_TREE))
 
 
 def avoid_mates_in_one(result: search_lib.SearchResult, games: env.State, step_all, find_mates
