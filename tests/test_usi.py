@@ -38,6 +38,7 @@ MOVE_TIMEOUT = 60  # s for a bestmove without a clock
 
 MATED_BLACK = "4k4/9/9/9/9/9/4p4/4g4/4K4 b - 1"  # black to move is checkmated
 MATED_WHITE = "4k4/4G4/4P4/9/9/9/9/9/4K4 w - 1"
+MATE_IN_ONE = "4k4/9/4P4/9/9/9/9/9/4K4 b G 1"  # G*5b mates
 DECLARATION = "RBGGSSSS1/4K3B/1R1GG4/9/9/9/9/9/4k4 b - 1"  # black: king in camp, 11 pieces, 28 points
 DECLARATION_HAND = "RBGGSSSS1/4K3B/2GG5/9/9/9/9/9/4k4 b R 1"  # the rook in hand counts too
 NO_DECLARATION = "RBGGSSSS1/4K3B/2GG5/9/9/9/9/9/4k4 b - 1"  # 23 points only
@@ -763,6 +764,21 @@ def test_go_nodes_compiles_another_size_and_its_pv_is_legal(fresh):
         board.push(parsed)
 
 
+# White mates in three with R*8f (round 24's drawn game, move 116; tests/test_agent.py).
+MATE_IN_THREE = "1+P1+P3+P1/2+L6/5p2l/S8/9/K1+p5p/4kPG1+b/5R1P1/1NS1GS3 w GSNrbg2n2l10p 116"
+
+
+@pytest.mark.parametrize("sfen, move, plies", [(MATE_IN_THREE, "R*8f", 3), (MATE_IN_ONE, "G*5b", 1)])
+def test_a_mate_the_root_finds_is_scored_as_a_mate(fresh, sfen, move, plies):
+    """The root's mate search plays the mate and the info line says ``score mate N``
+    (plies to mate), not the centipawns of a won value."""
+    fresh.send(f"position sfen {sfen}")
+    played, lines = fresh.go(f"go nodes {SIMULATIONS}")
+    assert played == move, fresh.tail()
+    words = info_lines(lines)[-1].split()
+    assert words[words.index("score") + 1:words.index("pv") + 2] == ["mate", str(plies), "pv", move], lines
+
+
 def _search_score(engine, position: str) -> int:
     engine.send(f"position {position}")
     move, lines = engine.go(f"go nodes {SIMULATIONS}")
@@ -843,8 +859,6 @@ def test_clock_compiles_a_fitting_size_aside(fresh):
 
 
 # Heuristic mode ------------------------------------------------------------------
-
-MATE_IN_ONE = "4k4/9/4P4/9/9/9/9/9/4K4 b G 1"  # G*5b mates
 
 
 def test_heuristic_with_missing_weights_reports_on_isready_and_resigns(tmp_path):

@@ -44,7 +44,8 @@ Moves
   the search's move. Before it, ``info depth D nodes N nps .. time .. score cp X pv ...``:
   N simulations; the PV is the chosen move followed by the most visited child at each
   node of the search tree (D = its length). The score is ``protocol.value_to_cp`` of the
-  chosen move's Q.
+  chosen move's Q, or ``mate 1`` / ``mate 3`` for a mate the root's mate search found
+  (the PV is then the mating move alone).
 
 Time (``clock``)
   It never compiles against the clock: when a size of the ladder ``Simulations,

@@ -55,6 +55,13 @@ def info_line(depth: int, nodes: int, seconds: float, score: str, pv: list[str])
     return f"info depth {depth} nodes {nodes} nps {int(nodes * 1000 / ms)} time {ms} score {score} pv {' '.join(pv)}"
 
 
+def mate_score(state: env.State, move: str) -> str:
+    """The USI score of a move the agent's root mate search found (``SearchResult.mate``):
+    ``mate 1`` where it mates at once, else ``mate 3`` (the search finds no longer ones)."""
+    after = notation.play_moves(state, [move], PARSE_RULES)
+    return "mate 3" if has_legal_move(after) else "mate 1"
+
+
 @dataclasses.dataclass
 class Position:
     sfen: str  # where the moves start
@@ -191,8 +198,8 @@ class Model:
         The -O2 program where compiled, else the quick one, else the -O2 one compiled now."""
         quick = n not in self._compiled(False) and n in self._compiled(True)
         result = self._search(n, quick)(self.agent.params, jax.random.PRNGKey(0), agent_lib.stack_states([state]))
-        action, value, pv = jax.device_get((result.action[0], result.chosen_q[0], result.pv[0]))
-        return {"action": int(action), "value": float(value), "pv": pv, "nodes": max(n, 1)}
+        action, value, pv, mate = jax.device_get((result.action[0], result.chosen_q[0], result.pv[0], result.mate[0]))
+        return {"action": int(action), "value": float(value), "pv": pv, "nodes": max(n, 1), "mate": bool(mate)}
 
     def answer(self, out: dict, state: env.State, seconds: float) -> Answer:
         """``info`` lines and the bestmove of an evaluation."""
@@ -200,7 +207,8 @@ class Model:
         pv = notation.line_to_usi(state, out["pv"])
         if not pv or pv[0] != move:
             pv = [move]
-        return Answer(move, [info_line(len(pv), out["nodes"], seconds, f"cp {value_to_cp(out['value'])}", pv)])
+        score = mate_score(state, move) if out["mate"] else f"cp {value_to_cp(out['value'])}"
+        return Answer(move, [info_line(len(pv), out["nodes"], seconds, score, pv)])
 
     def _measure(self, simulations: int, compile_s: float) -> tuple[Speed, float]:
         """The speed of the programs ``evaluate`` uses, on the start position; and the
