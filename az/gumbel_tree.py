@@ -84,12 +84,18 @@ def gumbel_muzero(
     max_num_considered_actions: int = 16,
     gumbel_scale: float = 1.0,
     value_scale: float = VALUE_SCALE,
+    reserved_actions: Array | None = None,
+    num_reserved: int = 0,
 ) -> mctx.PolicyOutput:
     """Gumbel MuZero: ``mctx.gumbel_muzero_policy`` on a compact tree.
 
     root: prior logits [B, A], value [B], embedding [B, ...]; ``invalid_actions`` [B, A].
     ``value_scale``: c_scale of the completed Q's transform, sigma(q) = (50 + max N) c_scale q
     (``mctx.qtransform_completed_by_mix_value``'s ``value_scale``).
+    ``reserved_actions`` [A] bool, ``num_reserved``: the ``num_reserved`` best valid actions
+    of that class by gumbel + logit are among the root's considered actions however low
+    their prior (shogi's drops, which the prior learns to rank below every board move);
+    sequential halving then judges them by gumbel + logit + Q as any other. 0: mctx's search.
     Returns action [B] int32, action_weights [B, A] (the improved policy) and the
     ``CompactTree`` as ``search_tree``.
     """
@@ -101,8 +107,10 @@ def gumbel_muzero(
     rng_key, gumbel_key = jax.random.split(rng_key)
     gumbel = gumbel_scale * jax.random.gumbel(gumbel_key, prior_logits.shape, prior_logits.dtype)
     k = num_slots(num_actions, num_simulations, max_num_considered_actions)
+    lift = None if num_reserved == 0 else _reserved_lift(gumbel + prior_logits, invalid_actions, reserved_actions,
+                                                          num_reserved)
     tree = _new_tree(root.replace(prior_logits=prior_logits), gumbel, invalid_actions, num_simulations, k,
-                     min(max_num_considered_actions, num_actions))
+                     min(max_num_considered_actions, num_actions), lift)
     table = jnp.asarray(seq_halving.get_table_of_considered_visits(max_num_considered_actions, num_simulations))
     num_valid = jnp.sum(~invalid_actions, axis=-1)
     considered = table[jnp.minimum(max_num_considered_actions, num_valid)]  # [B, n]
@@ -367,15 +375,31 @@ def _backward(tree: CompactTree, path: Array, depth: Array) -> CompactTree:
     )
 
 
+def _reserved_lift(scores: Array, invalid_actions: Array, reserved_actions: Array, num_reserved: int) -> Array:
+    """[B, A]: RESERVED_LIFT on the ``num_reserved`` best valid reserved actions of each
+    root by ``scores`` (gumbel + logit), 0 elsewhere."""
+    if reserved_actions is None or not 0 < num_reserved <= reserved_actions.shape[-1]:
+        raise ValueError(f"num_reserved {num_reserved} needs reserved_actions [A] with at least that many actions")
+    eligible = jnp.where(jnp.asarray(reserved_actions)[None, :] & ~invalid_actions, jnp.maximum(-1e9, scores), -jnp.inf)
+    best_scores, best = jax.lax.top_k(eligible, num_reserved)
+    rows = jnp.arange(scores.shape[0])[:, None]
+    return jnp.zeros_like(scores).at[rows, best].set(jnp.where(best_scores > -jnp.inf, RESERVED_LIFT, 0.0))
+
+
+RESERVED_LIFT = 1e6  # above any gumbel + logit: lifted actions are picked first
+
+
 def _new_tree(root: mctx.RootFnOutput, gumbel: Array, invalid_actions: Array, num_simulations: int, k: int,
-              root_slots: int) -> CompactTree:
+              root_slots: int, lift: Array | None = None) -> CompactTree:
     """An empty tree with the root written in; the root's slots are its ``root_slots``
-    best valid actions by gumbel + logit (mctx's first sequential-halving scores)."""
+    best valid actions by gumbel + logit (mctx's first sequential-halving scores), those
+    with ``lift`` [B, A] (``_reserved_lift``) first. The slots keep gumbel + logit."""
     batch, num_actions = root.prior_logits.shape
     nodes = (batch, num_simulations + 1)
     dtype = root.value.dtype
     scores = jnp.where(invalid_actions, -jnp.inf, jnp.maximum(-1e9, gumbel + root.prior_logits))
-    root_scores, root_actions = jax.lax.top_k(scores, root_slots)
+    _, root_actions = jax.lax.top_k(scores if lift is None else scores + lift, root_slots)
+    root_valid = jnp.take_along_axis(scores, root_actions, axis=-1) > -jnp.inf
     tree = CompactTree(
         node_visits=jnp.zeros(nodes, jnp.int32),
         raw_values=jnp.zeros(nodes, dtype),
@@ -388,7 +412,7 @@ def _new_tree(root: mctx.RootFnOutput, gumbel: Array, invalid_actions: Array, nu
         children_actions=jnp.zeros(nodes + (k,), jnp.int16),  # A = 2187
         children_priors=jnp.zeros(nodes + (k,), root.prior_logits.dtype),
         root_scores=jnp.take_along_axis(gumbel + root.prior_logits, root_actions, axis=-1),
-        root_valid=root_scores > -jnp.inf,
+        root_valid=root_valid,
         root_invalid_actions=invalid_actions,
         embeddings=jax.tree.map(lambda x: jnp.zeros(nodes + x.shape[1:], x.dtype), root.embedding),
     )

@@ -19,6 +19,7 @@ observations are computed only to evaluate the network.
 """
 
 import dataclasses
+import functools
 from typing import Callable
 
 import chex
@@ -26,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import mctx
 import ml_collections
+import numpy as np
 from jax import Array
 
 from az import gumbel_tree, mcts
@@ -36,6 +38,7 @@ Params = dict
 # (params, (board planes packed [B, 648] uint8, flags [B, 57] bool)) -> (logits [B, A], value [B])
 ApplyFn = Callable[[Params, Array], tuple[Array, Array]]
 ALGORITHMS = ("gumbel", "puct")
+DROP_ACTIONS = np.arange(movegen.NUM_ACTIONS) // 81 >= movegen.PAWN_DROP  # [A] bool
 
 
 @chex.dataclass(frozen=True)
@@ -82,6 +85,7 @@ def search_from_config(config: ml_collections.ConfigDict, *, rules: env.Rules | 
         mate_in_one=s.mate_in_one,
         mate_in_tree=s.mate_in_tree,
         always_promote=s.always_promote,
+        considered_drops=s.considered_drops,
         pv_length=1,
     )
     unknown = sorted(set(overrides) - set(settings))
@@ -258,6 +262,7 @@ def make_search(
     mate_in_one: bool = False,
     mate_in_tree: bool = False,
     always_promote: bool = False,
+    considered_drops: int = 0,
     full_tree: bool = False,
 ) -> Callable[[Params, Array, env.State], SearchResult]:
     """``search(params, rng_key, games [B]) -> SearchResult``.
@@ -271,7 +276,9 @@ def make_search(
     plays it (``with_mate_in_one``); ``mate_in_tree``: the tree scores a node whose side
     to move has a mate in one as won (a mate search per simulation). Both need the dense
     move generator. ``always_promote``: pawns, bishops and rooks that may promote always
-    do, in the tree and at the root (``searched_moves``). ``full_tree``: Gumbel on
+    do, in the tree and at the root (``searched_moves``). ``considered_drops`` (Gumbel):
+    the root always considers that many drops, the best by gumbel + logit, however low the
+    prior ranks them (``gumbel_tree.gumbel_muzero``'s reserved actions). ``full_tree``: Gumbel on
     ``az.mcts``'s [B, N, A] tree, the reference that tests and benchmarks hold the compact
     tree against (the same search).
     """
@@ -279,6 +286,8 @@ def make_search(
         raise ValueError(f"search.algorithm must be 'gumbel' or 'puct', got {algorithm!r}")
     if num_simulations < 0 or pv_length < 1:
         raise ValueError(f"num_simulations must be >= 0 and pv_length >= 1, got {num_simulations}, {pv_length}")
+    if considered_drops and (algorithm != "gumbel" or full_tree):
+        raise ValueError(f"considered_drops={considered_drops} needs the Gumbel search on the compact tree")
     if (mate_in_one or mate_in_tree) and rules.movegen != "dense":
         raise ValueError(f"mate in one needs the dense move generator, not {rules.movegen!r}")
     tree_rules = dataclasses.replace(rules, history=history_window)
@@ -319,7 +328,10 @@ def make_search(
         root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=tree_embedding(games, history_window))
         compact = algorithm == "gumbel" and not full_tree
         if algorithm == "gumbel":
-            policy = gumbel_tree.gumbel_muzero if compact else mcts.gumbel_muzero
+            policy = mcts.gumbel_muzero
+            if compact:
+                policy = functools.partial(gumbel_tree.gumbel_muzero, reserved_actions=DROP_ACTIONS,
+                                           num_reserved=considered_drops)
             out = policy(params, rng_key, root, recurrent_fn, num_simulations=num_simulations,
                          invalid_actions=invalid_actions, max_num_considered_actions=max_num_considered_actions,
                          gumbel_scale=gumbel_scale, value_scale=value_scale)

@@ -30,6 +30,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.search.algorithm = "gumbel"  # "gumbel" (Gumbel MuZero, sequential halving) or "puct"
     c.search.num_simulations = 64  # n
     c.search.max_num_considered_actions = 16  # m (gumbel only)
+    # Drops the root always considers (gumbel only), the best by gumbel + logit: the prior
+    # ranks every drop below the board moves, so without them no drop is ever searched.
+    c.search.considered_drops = 0
     c.search.value_scale = 0.1  # c_scale: sigma(q) = (50 + max N) c_scale q, mctx's default (gumbel only)
     c.search.gumbel_scale = 1.0  # Gumbel noise at the root in self-play
     c.search.dirichlet_alpha = 0.15  # puct only, as AlphaZero for shogi; the noise covers legal moves only

@@ -150,6 +150,8 @@ def _bad(field: str, value, preset="smoke"):
         ("search.max_num_considered_actions", 0, 1),
         ("search.algorithm", "minimax", 1),
         ("search.value_scale", 0.0, 1),
+        ("search.considered_drops", 5, 1),  # more than the smoke preset's m = 4
+        ("search.considered_drops", -1, 1),
         ("selfplay.num_games", 10, 4),  # not divisible by 4 devices
         ("env.start", "shogi960", 1),  # unknown start scheme
         ("env.start", "random_start(2) +", 1),  # malformed spec

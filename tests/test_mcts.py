@@ -194,6 +194,38 @@ def test_gumbel_tree__value_scale_as_mctx_and_it_matters(compact_and_mctx):
         "a larger c_scale sharpens the improved policy"
 
 
+def test_gumbel_tree__reserved_actions_are_considered_however_low_their_prior():
+    """``num_reserved`` 2 of a class (shogi's drops) whose prior sits 30 logits below the
+    rest: the two best of them by gumbel + logit get the first round's visit each; without
+    the reservation none is visited."""
+    model = functools.partial(recurrent_fn, num_actions=WIDE)
+    root, invalid = make_root(WIDE)
+    reserved = np.arange(WIDE) >= 48
+    root = root.replace(prior_logits=root.prior_logits - 30.0 * reserved)
+    key = jax.random.key(3)
+
+    def visits(num_reserved):
+        out = gumbel_tree.gumbel_muzero(PARAMS, key, root, model, invalid_actions=invalid, num_simulations=N_WIDE,
+                                        max_num_considered_actions=M_WIDE, reserved_actions=reserved,
+                                        num_reserved=num_reserved)
+        return np.asarray(gumbel_tree.summarize(out.search_tree).visit_counts)
+
+    assert visits(0)[:, reserved].sum() == 0
+    got = visits(2)
+    gumbel = jax.random.gumbel(jax.random.split(key)[1], root.prior_logits.shape)  # the search's own noise
+    scores = np.where(np.asarray(invalid) | ~reserved, -np.inf, np.asarray(gumbel + root.prior_logits))
+    for row in range(scores.shape[0]):
+        valid = int(np.isfinite(scores[row]).sum())
+        if valid == 0:
+            assert got[row, reserved].sum() == 0
+            continue
+        best = set(np.argsort(-scores[row])[: min(2, valid)].tolist())
+        assert set(np.flatnonzero(got[row] * reserved).tolist()) == best, row
+    with pytest.raises(ValueError, match="num_reserved 2 needs reserved_actions"):
+        gumbel_tree.gumbel_muzero(PARAMS, key, root, model, invalid_actions=invalid, num_simulations=N_WIDE,
+                                  max_num_considered_actions=M_WIDE, num_reserved=2)
+
+
 def test_gumbel_tree__slots_cover_the_most_visited_node():
     """K = min(A, max(m, n - 1)): a root with one legal move sends all n simulations to
     one child, whose n - 1 can all go to different actions."""

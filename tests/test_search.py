@@ -241,6 +241,37 @@ def test_gumbel_tree__same_search_as_the_full_tree_on_positions_with_drops():
                                        err_msg=field)
         assert (np.asarray(got.pv)[:, 2] >= 0).any(), "the trees are deep enough for a PV of 3"
 
+def test_considered_drops__needs_the_gumbel_search_on_the_compact_tree():
+    for kwargs in (dict(algorithm="puct"), dict(full_tree=True)):
+        with pytest.raises(ValueError, match="considered_drops=2 needs the Gumbel search on the compact tree"):
+            search_lib.make_search(NET.apply, RULES, num_simulations=4, considered_drops=2, **kwargs)
+
+
+@pytest.mark.slow  # a compile of its own (~20 s)
+def test_considered_drops__the_root_searches_drops_its_prior_ranks_last():
+    """A network whose drops sit 30 logits below every board move: the root visits two
+    drops of each position (all of them hold pieces in hand), the best two by logit."""
+    drops = jnp.asarray(search_lib.DROP_ACTIONS)
+
+    def apply_without_drops(params, observation):
+        logits, value = NET.apply(params, observation)
+        return logits.reshape(logits.shape[0], -1) - 30.0 * drops, value
+
+    games = stack([shogi.from_sfen(s, RULES) for s in WIDE_SFENS])
+    search = jax.jit(search_lib.make_search(apply_without_drops, RULES, num_simulations=16,
+                                            max_num_considered_actions=8, gumbel_scale=0.0, considered_drops=2))
+    params = init_params(0)
+    visits = np.asarray(search(params, jax.random.key(0), games).visit_counts)
+    logits = np.asarray(search_lib.evaluate(apply_without_drops, params, games, RULES)[0])
+    legal = np.asarray(games.legal_action_mask)
+    for row in range(len(WIDE_SFENS)):
+        drop_logits = np.where(legal[row] & search_lib.DROP_ACTIONS, logits[row], -np.inf)
+        assert set(np.flatnonzero(visits[row] * search_lib.DROP_ACTIONS).tolist()) == set(
+            np.argsort(-drop_logits)[:2].tolist()), row
+        board_best = np.max(np.where(legal[row] & ~search_lib.DROP_ACTIONS, logits[row], -np.inf))
+        assert drop_logits.max() < board_best - 20, "the drops are the prior's last moves"
+
+
 if __name__ == "__main__":
     GOLDEN.parent.mkdir(exist_ok=True)
     GOLDEN.write_text(json.dumps(golden_result(jax.jit(make_gumbel_search())), indent=1) + "\n")

@@ -43,6 +43,10 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
     _require(s.history_window >= 1, "search.history_window", s.history_window, "must be >= 1")
     for field in ("mate_in_one", "mate_in_tree"):
         _require(not s[field] or c.env.movegen == "dense", f"search.{field}", s[field], "needs env.movegen = 'dense'")
+    _require(0 <= s.considered_drops <= s.max_num_considered_actions, "search.considered_drops", s.considered_drops,
+             f"must be in [0, search.max_num_considered_actions = {s.max_num_considered_actions}]")
+    _require(not s.considered_drops or s.algorithm == "gumbel", "search.considered_drops", s.considered_drops,
+             "needs search.algorithm = 'gumbel'")
     p = c.selfplay
     _require(p.num_games >= 1, "selfplay.num_games", p.num_games, "must be >= 1")
     _require(
