@@ -375,6 +375,9 @@ def _backward(tree: CompactTree, path: Array, depth: Array) -> CompactTree:
     )
 
 
+RESERVED_LIFT = 1e6  # above any gumbel + logit: lifted actions are picked first
+
+
 def _reserved_lift(scores: Array, invalid_actions: Array, reserved_actions: Array, num_reserved: int) -> Array:
     """[B, A]: RESERVED_LIFT on the ``num_reserved`` best valid reserved actions of each
     root by ``scores`` (gumbel + logit), 0 elsewhere."""
@@ -384,9 +387,6 @@ def _reserved_lift(scores: Array, invalid_actions: Array, reserved_actions: Arra
     best_scores, best = jax.lax.top_k(eligible, num_reserved)
     rows = jnp.arange(scores.shape[0])[:, None]
     return jnp.zeros_like(scores).at[rows, best].set(jnp.where(best_scores > -jnp.inf, RESERVED_LIFT, 0.0))
-
-
-RESERVED_LIFT = 1e6  # above any gumbel + logit: lifted actions are picked first
 
 
 def _new_tree(root: mctx.RootFnOutput, gumbel: Array, invalid_actions: Array, num_simulations: int, k: int,

@@ -27,7 +27,6 @@ import jax
 import jax.numpy as jnp
 import mctx
 import ml_collections
-import numpy as np
 from jax import Array
 
 from az import gumbel_tree, mcts
@@ -38,7 +37,6 @@ Params = dict
 # (params, (board planes packed [B, 648] uint8, flags [B, 57] bool)) -> (logits [B, A], value [B])
 ApplyFn = Callable[[Params, Array], tuple[Array, Array]]
 ALGORITHMS = ("gumbel", "puct")
-DROP_ACTIONS = np.arange(movegen.NUM_ACTIONS) // 81 >= movegen.PAWN_DROP  # [A] bool
 
 
 @chex.dataclass(frozen=True)
@@ -328,10 +326,8 @@ def make_search(
         root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=tree_embedding(games, history_window))
         compact = algorithm == "gumbel" and not full_tree
         if algorithm == "gumbel":
-            policy = mcts.gumbel_muzero
-            if compact:
-                policy = functools.partial(gumbel_tree.gumbel_muzero, reserved_actions=DROP_ACTIONS,
-                                           num_reserved=considered_drops)
+            policy = (functools.partial(gumbel_tree.gumbel_muzero, reserved_actions=movegen.DROP_ACTIONS,
+                                        num_reserved=considered_drops) if compact else mcts.gumbel_muzero)
             out = policy(params, rng_key, root, recurrent_fn, num_simulations=num_simulations,
                          invalid_actions=invalid_actions, max_num_considered_actions=max_num_considered_actions,
                          gumbel_scale=gumbel_scale, value_scale=value_scale)

@@ -66,6 +66,7 @@ def _pgx():
 
 NUM_ACTIONS = 27 * 81
 PAWN_DROP = 20  # direction index of a pawn drop
+DROP_ACTIONS = np.arange(NUM_ACTIONS) // 81 >= PAWN_DROP  # [A] bool: the drops (directions 20-26)
 OBSERVATION_SHAPE = (9, 9, 119)
 BOARD_PLANES = 62  # of the 119: piece and attack planes, which vary over the board
 BOARD_BYTES = dense.BOARD_BYTES  # those planes as the network reads them: 8 bytes a square

@@ -19,7 +19,7 @@ import pytest
 from az import network as network_lib
 from az import search as search_lib
 from az.network import AZNet
-from envs import env, notation, shogi
+from envs import env, movegen, notation, shogi
 
 RULES = env.Rules()
 # Black to move: gold 3c-2b (or pawn 2c-2b+) mates the king on 1a.
@@ -251,7 +251,7 @@ def test_considered_drops__needs_the_gumbel_search_on_the_compact_tree():
 def test_considered_drops__the_root_searches_drops_its_prior_ranks_last():
     """A network whose drops sit 30 logits below every board move: the root visits two
     drops of each position (all of them hold pieces in hand), the best two by logit."""
-    drops = jnp.asarray(search_lib.DROP_ACTIONS)
+    drops = jnp.asarray(movegen.DROP_ACTIONS)
 
     def apply_without_drops(params, observation):
         logits, value = NET.apply(params, observation)
@@ -265,10 +265,10 @@ def test_considered_drops__the_root_searches_drops_its_prior_ranks_last():
     logits = np.asarray(search_lib.evaluate(apply_without_drops, params, games, RULES)[0])
     legal = np.asarray(games.legal_action_mask)
     for row in range(len(WIDE_SFENS)):
-        drop_logits = np.where(legal[row] & search_lib.DROP_ACTIONS, logits[row], -np.inf)
-        assert set(np.flatnonzero(visits[row] * search_lib.DROP_ACTIONS).tolist()) == set(
+        drop_logits = np.where(legal[row] & movegen.DROP_ACTIONS, logits[row], -np.inf)
+        assert set(np.flatnonzero(visits[row] * movegen.DROP_ACTIONS).tolist()) == set(
             np.argsort(-drop_logits)[:2].tolist()), row
-        board_best = np.max(np.where(legal[row] & ~search_lib.DROP_ACTIONS, logits[row], -np.inf))
+        board_best = np.max(np.where(legal[row] & ~movegen.DROP_ACTIONS, logits[row], -np.inf))
         assert drop_logits.max() < board_best - 20, "the drops are the prior's last moves"
 
 

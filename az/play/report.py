@@ -403,7 +403,7 @@ def teacher_agreement(checkpoints: list[str], simulations: list[int], *, split: 
                     probe.games, batch)
                 label = f"search {n}"
             rows[label] = agreement.breakdown(choices == best, chosen)
-            dropped = choices // 81 >= movegen.PAWN_DROP
+            dropped = movegen.DROP_ACTIONS[choices]
             low, high = agreement.wilson_interval(int(dropped.sum()), len(dropped))
             drops[label] = {"share": float(dropped.mean()), "low": low, "high": high, "positions": len(dropped)}
             promoted, could = agreement.promotion_choices(choices, legal)
