@@ -241,6 +241,7 @@ def test_gumbel_tree__same_search_as_the_full_tree_on_positions_with_drops():
                                        err_msg=field)
         assert (np.asarray(got.pv)[:, 2] >= 0).any(), "the trees are deep enough for a PV of 3"
 
+
 def test_considered_drops__needs_the_gumbel_search_on_the_compact_tree():
     for kwargs in (dict(algorithm="puct"), dict(full_tree=True)):
         with pytest.raises(ValueError, match="considered_drops=2 needs the Gumbel search on the compact tree"):
