@@ -6,7 +6,7 @@
 
 The teacher set is MEASUREMENT data: policy agreement of trained networks with a strong
 engine, and the fitness of a classical evaluation tuned by a genetic algorithm. No training
-path may read it (``az.teacher`` loads it; tests/test_teacher.py checks the trainer does not).
+path may read it (``az.measure.teacher`` loads it; tests/test_teacher.py checks the trainer does not).
 
 How it is made (everything follows from ``--seed``; the output does not depend on ``--jobs``):
 

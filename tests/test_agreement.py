@@ -1,4 +1,4 @@
-"""Teacher-set agreement (az/agreement.py): the probe, the policy and value measures against
+"""Teacher-set agreement (az/measure/agreement.py): the probe, the policy and value measures against
 hand-made networks with known answers, intervals and the by-phase breakdown."""
 
 import functools
@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from az import agreement, teacher
+from az.measure import agreement, teacher
 from envs import env, notation
 
 RULES = env.Rules()

@@ -459,7 +459,7 @@ import jax  # noqa: E402
 
 from az.classical import evolve, heuristic, run as ga_run  # noqa: E402
 from az.play import players as players_lib  # noqa: E402
-from az.teacher import COLUMNS  # noqa: E402
+from az.measure.teacher import COLUMNS  # noqa: E402
 from configs import ga_baseline  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

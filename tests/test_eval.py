@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import helpers
-from az import diversity
+from az.measure import diversity
 from az.play import elo, match, players
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,4 +1,4 @@
-"""The teacher set (data/teacher.tsv, az.teacher): size, split, legality against cshogi,
+"""The teacher set (data/teacher.tsv, az.measure.teacher): size, split, legality against cshogi,
 conversion to states and actions, malformed input, and that training never reads it."""
 
 import ast
@@ -11,7 +11,7 @@ import cshogi
 import numpy as np
 import pytest
 
-from az import teacher
+from az.measure import teacher
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIPPED = os.path.join(ROOT, "data", "teacher.tsv")
@@ -146,13 +146,13 @@ def _imported_modules(path: str) -> set:
 @pytest.mark.parametrize("module", ["az/train/replay.py", "az/train/selfplay.py", "az/train/learner.py"])
 def test_training_never_reads_the_teacher_set(module):
     """Measurement data never feeds training: the replay buffer, self-play and the learner
-    do not import az.teacher (nor name the teacher file)."""
+    do not import az.measure.teacher (nor name the teacher file)."""
     path = os.path.join(ROOT, module)
     imported = _imported_modules(path)
     assert not any(name.split(".")[-1] == "teacher" for name in imported), imported
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    assert "teacher.tsv" not in text and "az.teacher" not in text
+    assert "teacher.tsv" not in text and "az.measure.teacher" not in text
 
 
 def test_generator__shogi816k_starts_follow_the_project_rule():

@@ -16,7 +16,8 @@ import jax
 import numpy as np
 import pytest
 
-from az import diversity, workdir as workdir_lib
+from az import workdir as workdir_lib
+from az.measure import diversity
 from az.train import checkpoint as checkpoint_lib
 from az.train import config as config_lib
 from az.train import loop

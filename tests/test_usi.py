@@ -706,7 +706,7 @@ def test_report_teacher_measures_a_snapshots_policy(workdir, tmp_path):
     move is that one."""
     import numpy as np
 
-    from az import teacher
+    from az.measure import teacher
     from az.play import report
     from envs import env
 
@@ -730,7 +730,7 @@ def test_report_teacher_measures_a_snapshots_policy(workdir, tmp_path):
     drops = summary["drops"][spec]["policy"]
     assert drops["share"] == np.mean(first_legal // 81 >= 20) and drops["positions"] == 16
     assert summary["teacher_drops"] == np.mean(held.drop)
-    from az import agreement
+    from az.measure import agreement
     _, could = agreement.promotion_choices(first_legal, np.asarray(games.legal_action_mask))
     assert summary["promotions"][spec]["policy"]["positions"] == could
     teacher_promoted, teacher_could = agreement.promotion_choices(np.asarray(best), np.asarray(games.legal_action_mask))

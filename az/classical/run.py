@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from az import teacher as teacher_lib  # noqa: E402
+from az.measure import teacher as teacher_lib  # noqa: E402
 from az.classical import evolve  # noqa: E402
 from az.classical import features as feats  # noqa: E402
 from envs import notation  # noqa: E402

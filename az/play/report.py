@@ -34,7 +34,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from az import diversity, workdir as workdir_lib  # noqa: E402
+from az import workdir as workdir_lib  # noqa: E402
+from az.measure import diversity  # noqa: E402
 
 FILES = "987654321"
 RANKS = "abcdefghi"
@@ -358,7 +359,7 @@ def teacher_agreement(checkpoints: list[str], simulations: list[int], *, split: 
     ("promotions", "teacher_promotions": the same shares over such moves)."""
     import jax
 
-    from az import agreement, teacher as teacher_lib
+    from az.measure import agreement, teacher as teacher_lib
     from az.play import agent as agent_lib
     from envs import movegen
 
@@ -452,7 +453,7 @@ def plot_teacher(summary: dict, path: str) -> None:
 
 def plot_teacher_curve(workdirs: list[str], path: str) -> None:
     """The teacher agreement the trainer logged over training games, with the baselines."""
-    from az import agreement, teacher as teacher_lib
+    from az.measure import agreement, teacher as teacher_lib
 
     fig, (ax_policy, ax_value) = plt.subplots(1, 2, figsize=(11, 4))
     drawn = 0

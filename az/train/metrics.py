@@ -7,7 +7,7 @@ import os
 import jax
 import numpy as np
 
-from az import diversity
+from az.measure import diversity
 from envs import env
 
 

@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
-from az import diversity
+from az.measure import diversity
 from az.search import SearchResult
 from az.train import replay as replay_lib
 from envs import env, mate

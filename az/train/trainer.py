@@ -54,7 +54,7 @@ class Trainer(NamedTuple):
     learner_step: Callable  # (params, opt_state, step, replay, progress, rng_key) -> (params, opt_state, loss, info)
     learner_steps_per_iteration: int  # K
     # Teacher-set agreement of the parameters that play (the average where kept): state ->
-    # device scalars (az/agreement.py). The probe is built on the first call; None when off.
+    # device scalars (az/measure/agreement.py). The probe is built on the first call; None when off.
     teacher: Callable[[TrainState], dict] | None
 
 
@@ -199,8 +199,8 @@ def _make_teacher(config: ml_collections.ConfigDict, apply_fn, rules, mesh: Mesh
     probe is loaded and placed (replicated) on the first call."""
     if config.teacher.every_iterations <= 0:
         return None
-    from az import agreement
-    from az import teacher as teacher_lib
+    from az.measure import agreement
+    from az.measure import teacher as teacher_lib
 
     replicated = NamedSharding(mesh, P())
     promote = config.search.always_promote

@@ -9,7 +9,7 @@ the replay buffer, self-play and the learner do not import this module).
     held = ts.select(ts.heldout)             # the held-out games' positions
     states, best = teacher.to_device(held, env.Rules())
 
-``az.agreement`` measures networks and searches against it.
+``az.measure.agreement`` measures networks and searches against it.
 
 P below is the number of positions. ``load`` needs only numpy (no JAX); ``to_device``
 imports the environment.
@@ -21,7 +21,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-DEFAULT_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "teacher.tsv")
+_REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_PATH = os.path.join(_REPOSITORY, "data", "teacher.tsv")
 COLUMNS = ("sfen", "best_move", "score_cp", "mate", "ply", "legal_moves", "drop", "promotion", "start", "players",
            "game", "split")
 SPLITS = ("fit", "heldout")

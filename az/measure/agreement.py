@@ -20,7 +20,7 @@ import numpy as np
 from jax import Array
 
 from az import search as search_lib
-from az import teacher as teacher_lib
+from az.measure import teacher as teacher_lib
 from envs import env
 
 DECIDED_CP = 300  # |score| from which a position counts as won or lost for the value's sign
