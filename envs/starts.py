@@ -34,7 +34,7 @@ from envs.movegen import GameState
 _PAWN, _LANCE, _KNIGHT, _SILVER, _BISHOP, _ROOK, _GOLD, _KING = range(8)
 
 
-class Position(NamedTuple):
+class StartPosition(NamedTuple):
     """A start position in the mover's frame (see ``envs.movegen``)."""
 
     board: Array  # [81] int32
@@ -158,19 +158,19 @@ def parse_start(spec: str) -> StartSpec:
     return StartSpec(tuple(leaves), tuple(ends), tuple(weights))
 
 
-# Leaf samplers: key -> Position ---------------------------------------------------
+# Leaf samplers: key -> StartPosition ----------------------------------------------
 
 
 def _standard_board() -> np.ndarray:
     return np.asarray(GameState().board)
 
 
-def standard_position(key: Array) -> Position:
+def standard_position(key: Array) -> StartPosition:
     del key
-    return Position(jnp.asarray(_standard_board()), jnp.zeros((2, 7), jnp.int32), jnp.int32(0), jnp.int32(1))
+    return StartPosition(jnp.asarray(_standard_board()), jnp.zeros((2, 7), jnp.int32), jnp.int32(0), jnp.int32(1))
 
 
-def random_start_position(key: Array, plies: int, core: str = "dense") -> Position:
+def random_start_position(key: Array, plies: int, core: str = "dense") -> StartPosition:
     """``plies`` uniformly random legal moves from the standard start (move generator ``core``)."""
 
     def play_one(i, carry):
@@ -181,7 +181,7 @@ def random_start_position(key: Array, plies: int, core: str = "dense") -> Positi
         return jax.lax.cond(mask.any(), lambda: movegen.play(x, action, core), lambda: x), key
 
     x, _ = jax.lax.fori_loop(0, plies, play_one, (GameState(), key))
-    return Position(x.board, x.hand, x.color, jnp.int32(plies + 1))
+    return StartPosition(x.board, x.hand, x.color, jnp.int32(plies + 1))
 
 
 _BACK_RANK = np.array([_LANCE, _LANCE, _KNIGHT, _KNIGHT, _SILVER, _SILVER, _GOLD, _GOLD, _KING], np.int32)
@@ -189,7 +189,7 @@ _SQ = np.arange(81)
 _MIRROR = {"rotation": 80 - _SQ, "line": (_SQ // 9) * 9 + 8 - _SQ % 9}  # white square -> black source
 
 
-def shogi816k_position(key: Array, symmetry: str) -> Position:
+def shogi816k_position(key: Array, symmetry: str) -> StartPosition:
     """Shogi816K: rook and bishop on two random squares of rank 8, the rest of rank 9
     shuffled, pawns in place; white the rotation (or line mirror) of black."""
     k_major, k_back = jax.random.split(key)
@@ -200,7 +200,7 @@ def shogi816k_position(key: Array, symmetry: str) -> Position:
     black = black.at[rook_file, 7].set(_ROOK).at[bishop_file, 7].set(_BISHOP).reshape(81)
     white = black[jnp.asarray(_MIRROR[symmetry])]
     board = jnp.where(black >= 0, black, jnp.where(white >= 0, white + 14, -1))
-    return Position(board, jnp.zeros((2, 7), jnp.int32), jnp.int32(0), jnp.int32(1))
+    return StartPosition(board, jnp.zeros((2, 7), jnp.int32), jnp.int32(0), jnp.int32(1))
 
 
 def count_shogi816k() -> dict:
@@ -223,8 +223,8 @@ def count_shogi816k() -> dict:
     }
 
 
-def load_book(path: str) -> Position:
-    """Reads SFEN lines or ``startpos|sfen ... moves ...`` lines: a batched Position [N].
+def load_book(path: str) -> StartPosition:
+    """Reads SFEN lines or ``startpos|sfen ... moves ...`` lines: a batched StartPosition [N].
 
     Blank lines and lines starting with '#' are skipped. A bad line raises
     ``ValueError`` naming the file, the line number and what is wrong.
@@ -254,7 +254,7 @@ def load_book(path: str) -> Position:
         numbers.append(number)
     if not boards:
         raise ValueError(f"book {path}: no positions in it")
-    return Position(
+    return StartPosition(
         jnp.asarray(np.stack(boards), jnp.int32),
         jnp.asarray(np.stack(hands), jnp.int32),
         jnp.asarray(colors, jnp.int32),
@@ -262,7 +262,7 @@ def load_book(path: str) -> Position:
     )
 
 
-def _leaf_fn(leaf: Leaf, rules: env.Rules) -> Callable[[Array], Position]:
+def _leaf_fn(leaf: Leaf, rules: env.Rules) -> Callable[[Array], StartPosition]:
     if isinstance(leaf, Standard):
         return standard_position
     if isinstance(leaf, RandomStart):

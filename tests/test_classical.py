@@ -355,8 +355,8 @@ def _mover_frame(sfen):
 
 
 def _run(boards, hands):
-    """``F.evaluate``'s features (the compiled block every caller shares)."""
-    out, _ = F.evaluate(np.stack(boards), np.stack(hands))
+    """``F.feature_values``'s features (the compiled block every caller shares)."""
+    out, _ = F.feature_values(np.stack(boards), np.stack(hands))
     return out.astype(np.float64)
 
 
@@ -680,7 +680,7 @@ def test_depth_two_is_the_minimum_over_replies():
             b.pop()
     frames = [_mover_frame(s) for s in grand]  # we are to move in each
     turned_b, turned_h = F.root_frame(np.stack([x[0] for x in frames]), np.stack([x[1] for x in frames]))
-    f, _ = F.evaluate(np.asarray(turned_b), np.asarray(turned_h))  # seen by the opponent, who just moved
+    f, _ = F.feature_values(np.asarray(turned_b), np.asarray(turned_h))  # seen by the opponent, who just moved
     mated = np.array([not list(cshogi.Board(s).legal_moves) for s in grand])
     expected = np.full(len(actions), np.inf)
     np.minimum.at(expected, np.array(owner), np.where(mated, -heuristic.MATE, -(f @ weights)))

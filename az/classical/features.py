@@ -386,7 +386,7 @@ def legal_masks(board: np.ndarray, hand: np.ndarray) -> np.ndarray:
     return _blocks(_legal_block, (board, hand), len(board))[0]
 
 
-def evaluate(board: np.ndarray, hand: np.ndarray, progress=None) -> tuple[np.ndarray, np.ndarray]:
+def feature_values(board: np.ndarray, hand: np.ndarray, progress=None) -> tuple[np.ndarray, np.ndarray]:
     """Features [C, F] and greedy material [C] of positions [C, 81], [C, 2, 7] seen by
     their mover, in compiled blocks of ``BLOCK`` (host arrays in and out)."""
     return _blocks(_features_block, (board, hand), len(board), progress)
@@ -403,5 +403,5 @@ def expand(board: np.ndarray, hand: np.ndarray, action: np.ndarray, *, flip: boo
     if flip:  # root_frame on the host
         seen_board = np.where(child_board >= 0, (child_board + 14) % 28, -1)[:, ::-1]
         seen_hand = child_hand[:, ::-1]
-    f, material = evaluate(seen_board, seen_hand, progress)
+    f, material = feature_values(seen_board, seen_hand, progress)
     return f, ~can_move, material, child_board, child_hand
