@@ -1,8 +1,13 @@
 """Trains a shogi agent by Gumbel AlphaZero self-play, resuming from --workdir.
 
-    python train.py --config configs/shogi816k.py[:smoke|:cpu|:gpu] --workdir runs/x [--config.FIELD=VALUE]
+    python train.py --config configs/shogi816k.py[:size=S,recipe=R] --workdir runs/x [--config.FIELD=VALUE]
 
-Presets: none (the paper's scale), gpu (one GPU), cpu (an hour on a CPU), smoke (tiny).
+Presets (configs/default.py): size smoke|cpu|gpu|paper says how big, recipe
+paper|small|exercise which algorithm; both default to paper. Aliases:
+  :paper = size=paper,recipe=paper   the paper's scale
+  :gpu   = size=gpu,recipe=paper     the paper's search and network on one GPU
+  :cpu   = size=cpu,recipe=small     an hour on a 2-core CPU (`make train`)
+  :smoke = size=smoke,recipe=exercise  a tiny run that switches self-play features on
 """
 
 import sys
@@ -12,7 +17,7 @@ from ml_collections import config_flags
 
 from az import cli
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "config file and preset, e.g. configs/shogi816k.py:cpu (presets: smoke, cpu, gpu; none: paper scale)")
+_CONFIG = config_flags.DEFINE_config_file("config", None, "config file and preset, e.g. configs/shogi816k.py:size=cpu,recipe=small (aliases: :paper, :gpu, :cpu, :smoke)")
 _WORKDIR = flags.DEFINE_string("workdir", None, "where checkpoints and metrics go; resumes from it")
 _MAX_ITERATIONS = flags.DEFINE_integer("max_iterations", None, "stop after this many iterations in total")
 _COORDINATOR = flags.DEFINE_string("coordinator_address", None, "multi-host: host:port of process 0")

@@ -1,19 +1,75 @@
 """Every field of a training run, with its meaning. Variants override only what differs.
 
-    python train.py --config configs/base.py[:PRESET] --workdir runs/NAME [--config.FIELD=VALUE ...]
+    python train.py --config configs/base.py[:size=S,recipe=R] --workdir runs/NAME [--config.FIELD=VALUE ...]
 
-Presets: (none) paper scale for an accelerator; ``gpu`` the paper's search and network on
-one GPU (twice the games in parallel, a budget for about a day); ``smoke`` a tiny run that
-finishes a few iterations on a 2-core CPU in about two minutes; ``cpu`` the largest setting
-still useful on a CPU (about an hour for a visible gain over the untrained network).
+A preset has two axes, which set disjoint fields, so any size goes with any recipe:
+
+- size, how big (batch, simulations, network, budgets, replay): ``paper`` the paper's
+  scale on an accelerator; ``gpu`` the paper's search and network on one GPU (twice the
+  games in parallel, a budget for about a day); ``cpu`` the largest still useful on a
+  2-core CPU (about an hour for a visible gain over the untrained network); ``smoke`` a
+  tiny run that finishes a few iterations on a 2-core CPU in about two minutes.
+- recipe, which algorithm: ``paper`` the paper's; ``small`` what gives a small run more
+  strength per hour (docs/stall_study.md); ``exercise`` the paper's with the self-play
+  switches on that the smoke tests exercise.
+
+Both default to ``paper``. The one-word spellings stay as aliases (``ALIASES``):
+``:paper``, ``:gpu``, ``:cpu`` (what ``make train`` runs) and ``:smoke``. Parts are
+applied left to right, so ``:cpu,recipe=paper`` is the cpu size with the paper's recipe.
 """
 
 import ml_collections
 
-PRESETS = ("paper", "gpu", "smoke", "cpu")
+from az.train.config import ConfigError
+
+ALIASES = {
+    "paper": "size=paper,recipe=paper",
+    "gpu": "size=gpu,recipe=paper",
+    "cpu": "size=cpu,recipe=small",
+    "smoke": "size=smoke,recipe=exercise",
+}
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+    """The config of a preset ``arg`` (see the module's docstring; None: the paper's)."""
+    preset = parse_preset(arg)
+    c = _fields()
+    SIZES[preset["size"]](c)
+    RECIPES[preset["recipe"]](c)
+    return c
+
+
+def parse_preset(arg: str | None) -> dict[str, str]:
+    """``"size=cpu,recipe=small"``, an alias such as ``"cpu"``, or both, comma-separated
+    and applied left to right -> {"size": ..., "recipe": ...}. ConfigError names a bad part."""
+    preset = {"size": "paper", "recipe": "paper"}
+    for part in (arg or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "=" not in part:
+            if part not in ALIASES:
+                raise ConfigError(f"unknown preset {part!r}; choose from {', '.join(ALIASES)} or size=S,recipe=R")
+            preset.update(parse_preset(ALIASES[part]))
+            continue
+        key, value = (s.strip() for s in part.split("=", 1))
+        axis = {"size": SIZES, "recipe": RECIPES}.get(key)
+        if axis is None:
+            raise ConfigError(f"preset {part!r}: unknown key {key!r}; keys: size, recipe")
+        if value not in axis:
+            raise ConfigError(f"preset {part!r}: unknown {key} {value!r}; choose from {'|'.join(axis)}")
+        preset[key] = value
+    return preset
+
+
+def preset_help() -> str:
+    """One line: the two axes and what each alias expands to."""
+    aliases = "; ".join(f":{name} = {expansion}" for name, expansion in ALIASES.items())
+    return f"sizes {'|'.join(SIZES)}, recipes {'|'.join(RECIPES)}, both default paper; aliases {aliases}"
+
+
+def _fields() -> ml_collections.ConfigDict:
+    """Every field, at the paper's size and recipe."""
     c = ml_collections.ConfigDict()
     c.name = "base"  # shown in logs
     c.seed = 0  # the whole run's randomness derives from it
@@ -96,11 +152,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.learner.grad_clip = 50.0
     # The policy loss's softmax: over "all" 2,187 actions (AlphaZero's pseudocode; an illegal
     # action has target 0, so drops, and promotions with them, fade from the policy within
-    # minutes) or the "legal" moves only (it promotes, but three :cpu runs of it were far
-    # weaker: docs/stall_study.md, rounds 5 and 7).
+    # minutes) or the "legal" moves only (it promotes, but its :cpu runs were far weaker:
+    # docs/stall_study.md, policy loss).
     c.learner.policy_over = "all"
 
-    # Agreement with the teacher set's held-out positions (az/agreement.py): measured, never
+    # Agreement with the teacher set's held-out positions (az/measure/agreement.py): measured, never
     # trained on; logged as teacher/* and drawn by `report curve`. May change on resume.
     c.teacher = ml_collections.ConfigDict()
     c.teacher.every_iterations = 10  # 0: never
@@ -111,51 +167,32 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.checkpoint.keep = 3
 
     c.distributed = False  # call jax.distributed.initialize() (TPU pods, multi-host GPU)
-
-    preset = arg or "paper"
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
-    if preset == "gpu":
-        # One GPU runs more games at once than one chip of a pod: 2048 in parallel to keep it
-        # busy. Measured on an H100 (README): the whole state plus a learner step 13.6 GiB,
-        # a paper-size search 4.6 GiB per 1024 games; about 25 GiB in all, for 40-80 GiB GPUs.
-        c.budget_games = 200_000
-        c.selfplay.num_games = 2048
-        c.replay.capacity = 2048 * 32 * 16  # the paper's million positions
-        c.replay.min_positions = 2048 * 32
-        c.checkpoint.every_iterations = 25
-    elif preset == "smoke":
-        c.budget_games = 64
-        c.env.max_length = 48  # games end (truncated) within a few iterations, so learning starts
-        c.search.num_simulations = 4
-        c.search.max_num_considered_actions = 4
-        # Self-play switches on, so that the smoke run exercises them (playout caps, which
-        # compile a second search, only in a slow test: tests/test_trainer.py).
-        c.search.mate_in_one = True
-        c.search.reduced_simulations = 2
-        c.selfplay.resign = True
-        c.learner.ema_decay = 0.9
-        c.selfplay.num_games = 8
-        c.selfplay.plies_per_iteration = 8
-        c.model.num_blocks = 1
-        c.model.channels = 16
-        c.model.value_hidden = 16
-        c.model.dtype = "float32"
-        c.replay.capacity = 8 * 8 * 8
-        c.replay.min_positions = 1
-        c.learner.batch_size = 32
-        c.learner.warmup_steps = 2
-        c.teacher.every_iterations = 2
-        c.teacher.positions = 64
-        c.checkpoint.every_iterations = 16  # a save costs about two smoke iterations
-    elif preset == "cpu":
-        _cpu_size(c)
-        _small_compute_recipe(c)
     return c
 
 
+# Sizes: how big. Each sets only batch, simulation, network, budget and replay fields.
+
+
+def _paper_size(c: ml_collections.ConfigDict) -> None:
+    """The paper's scale: the fields as defined above."""
+    del c
+
+
+def _gpu_size(c: ml_collections.ConfigDict) -> None:
+    """The paper's search and network on one GPU, with a budget for about a day.
+
+    One GPU runs more games at once than one chip of a pod: 2048 in parallel to keep it
+    busy. Measured on an H100 (README): the whole state plus a learner step 13.6 GiB, a
+    paper-size search 4.6 GiB per 1024 games; about 25 GiB in all, for 40-80 GiB GPUs."""
+    c.budget_games = 200_000
+    c.selfplay.num_games = 2048
+    c.replay.capacity = 2048 * 32 * 16  # the paper's million positions
+    c.replay.min_positions = 2048 * 32
+    c.checkpoint.every_iterations = 25
+
+
 def _cpu_size(c: ml_collections.ConfigDict) -> None:
-    """How big: the largest run still useful on a 2-core CPU in an hour."""
+    """The largest run still useful on a 2-core CPU in an hour."""
     c.budget_games = 4000
     c.env.max_length = 256  # as the evaluation matches; more games end within an hour
     c.search.num_simulations = 16
@@ -174,31 +211,71 @@ def _cpu_size(c: ml_collections.ConfigDict) -> None:
     c.checkpoint.every_iterations = 10
 
 
-def _small_compute_recipe(c: ml_collections.ConfigDict) -> None:
-    """Which algorithm: what was measured to give more strength per hour of a small run,
-    at equal wall time on the :cpu size (README, docs/stall_study.md)."""
-    # Issue 12: with these on, 2.2x the games, useful positions/s +39%, no worse in any match.
+def _smoke_size(c: ml_collections.ConfigDict) -> None:
+    """A few iterations on a 2-core CPU in about two minutes."""
+    c.budget_games = 64
+    c.env.max_length = 48  # games end (truncated) within a few iterations, so learning starts
+    c.search.num_simulations = 4
+    c.search.max_num_considered_actions = 4
+    c.search.reduced_simulations = 2
+    c.selfplay.num_games = 8
+    c.selfplay.plies_per_iteration = 8
+    c.model.num_blocks = 1
+    c.model.channels = 16
+    c.model.value_hidden = 16
+    c.model.dtype = "float32"
+    c.replay.capacity = 8 * 8 * 8
+    c.replay.min_positions = 1
+    c.learner.batch_size = 32
+    c.learner.warmup_steps = 2
+    c.teacher.every_iterations = 2
+    c.teacher.positions = 64
+    c.checkpoint.every_iterations = 16  # a save costs about two smoke iterations
+
+
+# Recipes: which algorithm. Each sets only search, self-play, loss and optimizer switches.
+
+
+def _paper_recipe(c: ml_collections.ConfigDict) -> None:
+    """The paper's algorithm: the fields as defined above."""
+    del c
+
+
+def _small_recipe(c: ml_collections.ConfigDict) -> None:
+    """More strength per hour of a small run: each switch measured at equal wall time
+    on the cpu size (docs/stall_study.md)."""
+    # Mate in one at the root, playout caps, resignation and a weight average: together 2.2x
+    # the games and 39% more useful positions/s, no worse in any match (docs/stall_study.md,
+    # playout caps; mate checks).
     c.search.mate_in_one = True
     c.selfplay.full_search_fraction = 0.25
     c.selfplay.resign = True
     c.learner.ema_decay = 0.99
-    # The stall study, rounds 6-7: SGD (Nesterov) beat issue 12's AdamW at 1e-3 at each of
-    # four seeds: 0.394 against greedy on average, against 0.274.
+    # Nesterov SGD beat AdamW at 1e-3 at each of four seeds (docs/stall_study.md, optimizer).
     c.learner.optimizer = "sgd"
     c.learner.learning_rate = 0.02
-    # The stall study: half of each value target from the search's Q. After 55 minutes the
-    # value ranks the teacher's positions with rho 0.56 (outcome alone: 0.23, after a peak
-    # of 0.28) and the snapshot scores 0.22 against greedy (0.09).
+    # Half of each value target from the search's Q: the value ranks the teacher's positions
+    # far better than from the outcome alone (docs/stall_study.md, value targets).
     c.replay.search_value_weight = 0.5
-    # The stall study, round 18: the value also predicts the material balance 8 plies on.
-    # At seeds 0 and 2 the 16-sim search's teacher top-1 rose from 14.4/13.5% to
-    # 18.3/15.3%, and the score against greedy from 0.801/0.620 to 0.833/0.699.
+    # The value also predicts the material balance 8 plies on: the search's teacher
+    # agreement and its score against greedy rose (docs/stall_study.md, material head).
     c.model.material_head = True
-    # Round 24: Q weighed ten times mctx's default in the search, in self-play and play.
-    # The policy learns the value's choices (teacher top-1 at seeds 0/1: 14.0/16.0%, from
-    # 11.2/11.4%) and the 16-sim search agrees with the teacher on 20.1/20.5% (18.3/15.8%;
-    # greedy 19.7%); against greedy 0.843/0.602 (0.833/0.625).
+    # Q weighed ten times mctx's default: the policy learns the value's choices
+    # (docs/stall_study.md, value scale (c_scale)).
     c.search.value_scale = 1.0
-    # Rounds 26-27: the root always considers its two best drops, which the prior ranks below
-    # every board move. Against greedy at seeds 0-3: 0.958/0.940/0.880/0.949 (0.935/0.731/0.880/0.856).
+    # The root always considers its two best drops, which the prior ranks below every
+    # board move (docs/stall_study.md, reserved drops).
     c.search.considered_drops = 2
+
+
+def _exercise_recipe(c: ml_collections.ConfigDict) -> None:
+    """The paper's algorithm with self-play switches on, so that a smoke run exercises
+    them (playout caps, which compile a second search, only in a slow test:
+    tests/test_trainer.py)."""
+    c.search.mate_in_one = True
+    c.selfplay.resign = True
+    c.learner.ema_decay = 0.9  # a smoke run's few learner steps still move the average
+
+
+SIZES = {"smoke": _smoke_size, "cpu": _cpu_size, "gpu": _gpu_size, "paper": _paper_size}
+RECIPES = {"paper": _paper_recipe, "small": _small_recipe, "exercise": _exercise_recipe}

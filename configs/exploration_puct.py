@@ -11,6 +11,6 @@ def get_config(arg=None):
     c = default.get_config(arg)
     c.name = "exploration_puct"
     c.search.algorithm = "puct"
-    c.search.considered_drops = 0  # the :cpu recipe's reserved drops belong to Gumbel's considered set
+    c.search.considered_drops = 0  # the small recipe's reserved drops belong to Gumbel's considered set
     c.selfplay.sample_visits_plies = 30
     return c

@@ -8,6 +8,7 @@ import importlib
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -21,7 +22,7 @@ from envs import env
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIGS = ("base", "exploration_puct", "exploration_sh", "randomstart2", "shogi816k", "shogi816k_randomstart2")
-PRESETS = default.PRESETS  # paper, smoke, cpu
+PRESETS = tuple(default.ALIASES)  # paper, gpu, cpu, smoke
 
 # What each variant changes relative to base (besides its name), as the paper says.
 VARIANTS = {
@@ -72,7 +73,7 @@ def test_config__variant_differs_from_base_only_as_the_paper_says(name, preset):
     diffs = {k: variant[k] for k in base if variant[k] != base[k] and k != "name"}
     expected = dict(VARIANTS[name])
     if name == "exploration_puct" and base["search.considered_drops"]:
-        expected["search.considered_drops"] = 0  # the :cpu recipe's reserved drops are Gumbel's
+        expected["search.considered_drops"] = 0  # the small recipe's reserved drops are Gumbel's
     assert diffs == expected
     assert set(base) == set(variant)
 
@@ -91,6 +92,70 @@ def test_config__paper_scale_search(name):
 def test_config__unknown_preset_is_refused():
     with pytest.raises(ValueError, match="unknown preset 'huge'"):
         get_config("base", "huge")
+
+
+# Presets: size and recipe, and the aliases -------------------------------------------
+
+
+def test_preset__aliases_resolve_field_for_field_as_pinned():
+    """tests/golden/presets.json holds what each alias resolved to before size and recipe
+    became two axes: the runs that resume from those snapshots see the same config."""
+    golden = json.loads((ROOT / "tests" / "golden" / "presets.json").read_text())
+    for spec, fields in golden.items():
+        path, _, preset = spec.partition(":")
+        name = pathlib.Path(path).stem
+        assert json.loads(get_config(name, preset).to_json()) == fields, spec
+
+
+@pytest.mark.parametrize("alias", PRESETS)
+def test_preset__alias_equals_its_expansion(alias):
+    assert flat(get_config("base", alias)) == flat(get_config("base", default.ALIASES[alias]))
+
+
+def _changed(preset: str) -> set:
+    paper, other = flat(get_config("base")), flat(get_config("base", preset))
+    return {k for k in paper if paper[k] != other[k]}
+
+
+def test_preset__sizes_and_recipes_set_disjoint_fields():
+    """A size sets only how big, a recipe only which algorithm: no field is both's."""
+    sized = set().union(*(_changed(f"size={s}") for s in default.SIZES))
+    recipes = set().union(*(_changed(f"recipe={r}") for r in default.RECIPES))
+    assert sized and recipes and not sized & recipes, sized & recipes
+    assert {k.split(".")[0] for k in recipes} <= {"search", "selfplay", "model", "replay", "learner"}
+
+
+@pytest.mark.parametrize("recipe", list(default.RECIPES))
+@pytest.mark.parametrize("size", list(default.SIZES))
+def test_preset__every_size_with_every_recipe_validates(size, recipe):
+    config = get_config("base", f"size={size},recipe={recipe}")
+    config_lib.validate(config, num_devices=1)
+    sized, cooked = flat(get_config("base", f"size={size}")), flat(get_config("base", f"recipe={recipe}"))
+    paper = flat(get_config("base"))
+    both = {k: (sized[k] if sized[k] != paper[k] else cooked[k]) for k in paper}
+    assert flat(config) == both  # the two axes compose
+
+
+@pytest.mark.parametrize(
+    "preset, culprit",
+    [
+        ("huge", "unknown preset 'huge'"),
+        ("size=huge", "unknown size 'huge'"),
+        ("sise=cpu", "unknown key 'sise'"),
+        ("cpu,recipe=fast", "unknown recipe 'fast'"),
+    ],
+)
+def test_preset__bad_spelling_is_one_line_naming_the_culprit(preset, culprit):
+    with pytest.raises(config_lib.ConfigError) as e:
+        get_config("base", preset)
+    assert culprit in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_train_cli__help_says_what_each_alias_expands_to():
+    """train.py's docstring (its --help) spells out every alias as configs/default.py does."""
+    text = (ROOT / "train.py").read_text()
+    for alias, expansion in default.ALIASES.items():
+        assert re.search(rf":{alias} += {re.escape(expansion)}\b", text), alias
 
 
 # The whole iteration traces, without compiling -------------------------------------
@@ -214,8 +279,9 @@ def run_train(*args, workdir):
         (["--config", "base.py:smoke", "--config.search.num_simulations=0"], "config.search.num_simulations = 0"),
         (["--config", "nonexistent.py:smoke"], "no config file 'nonexistent.py'"),
         (["--config=base.py:smoke", "--config.search.num_simulations=abc"], "--config.search.num_simulations=abc"),
+        (["--config", "base.py:size=huge"], "unknown size 'huge'"),
     ],
-    ids=["unknown_field", "bad_value", "missing_file", "unparsable_value"],
+    ids=["unknown_field", "bad_value", "missing_file", "unparsable_value", "unknown_size"],
 )
 def test_train_cli__bad_config_is_one_error_line(tmp_path, args, culprit):
     result = run_train(*args, workdir=tmp_path / "run")
