@@ -136,16 +136,16 @@ def _planes_to_actions(planes: Array) -> Array:
 
 
 def make_network(config) -> AZNet:
-    """The network of a run's config (``config.model``)."""
+    """The network of a run's ``model`` section (``config.model``)."""
     return AZNet(
-        num_blocks=config.model.num_blocks,
-        channels=config.model.channels,
-        value_hidden=config.model.value_hidden,
-        policy_bias=config.model.policy_bias,
-        drop_logit_init=config.model.drop_logit_init,
-        legality_head=config.model.legality_head,
-        material_head=config.model.material_head,
-        dtype=jnp.bfloat16 if config.model.dtype == "bfloat16" else jnp.float32,
+        num_blocks=config.num_blocks,
+        channels=config.channels,
+        value_hidden=config.value_hidden,
+        policy_bias=config.policy_bias,
+        drop_logit_init=config.drop_logit_init,
+        legality_head=config.legality_head,
+        material_head=config.material_head,
+        dtype=jnp.bfloat16 if config.dtype == "bfloat16" else jnp.float32,
     )
 
 

@@ -175,7 +175,7 @@ def load_snapshot(spec: str):
             print(f"note: {spec} predates config field(s) {', '.join(filled)}; using their defaults", file=sys.stderr)
         config = ml_collections.ConfigDict(_tuples(saved))
         config.distributed = False
-        network = network_lib.make_network(config)
+        network = network_lib.make_network(config.model)
         abstract = jax.eval_shape(lambda key: network_lib.init_params(network, key), jax.random.PRNGKey(0))
         device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
         abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=device), abstract)

@@ -123,7 +123,7 @@ def plan(config, topology: str) -> int:
     rules = search_lib.rules_from_config(config)
     games = on(device, jax.tree.map(lambda a: a, one.abstract_state.games))
     actions = jax.ShapeDtypeStruct((b,), np.int32, sharding=SingleDeviceSharding(device))
-    net = network_lib.make_network(config)
+    net = network_lib.make_network(config.model)
     params = on(device, one.abstract_state.params)
     observations = on(device, jax.eval_shape(lambda: network_lib.example_observation(b)))
     state = on(device, one.abstract_state)

@@ -224,7 +224,7 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
     rules = search_lib.rules_from_config(config)
     spec = starts.parse_start(config.env.start)
     start = starts.make_start_fn(spec, rules)
-    net = network_lib.make_network(config)
+    net = network_lib.make_network(config.model)
     selfplay = _make_selfplay(config, rules, spec, start)
     optimizer = learner_lib.make_optimizer(config.learner)
     update = learner_lib.make_update(net.apply, optimizer, rules, grad_clip=config.learner.grad_clip,
