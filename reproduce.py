@@ -1,5 +1,5 @@
 """Reproduces the paper: trains its six variants, evaluates their snapshots while training
-goes on, and draws Figs. 2-4, the heatmaps and Table 2 (see az/paper.py).
+goes on, and draws Figs. 2-4, the heatmaps and Table 2 (see az/reproduce/).
 
     python reproduce.py --preset gpu --workdir runs/paper           # run again to resume
     python reproduce.py --preset smoke --workdir /tmp/paper          # the whole pipeline, tiny (CPU)
@@ -32,17 +32,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from az import paper
+    from az import reproduce
 
     try:
-        plan = paper.make_plan(args.preset, variants=args.variants, opponent=args.opponent,
-                               simulations=args.simulations, games=args.games, final_games=args.final_games,
-                               points=args.points, balance_positions=args.balance_positions,
-                               concurrency=args.concurrency)
-        runner = paper.Runner(args.workdir, plan, parallel=args.parallel)  # checks the opponent starts
-        paper.load_or_save_plan(args.workdir, plan)
-        return runner.run()
-    except paper.PaperError as e:
+        return reproduce.run_reproduction(
+            args.workdir, args.preset, parallel=args.parallel, variants=args.variants, opponent=args.opponent,
+            simulations=args.simulations, games=args.games, final_games=args.final_games, points=args.points,
+            balance_positions=args.balance_positions, concurrency=args.concurrency)
+    except reproduce.ReproductionError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
 

@@ -215,7 +215,7 @@ def test_every_documented_command_is_cut_to_smoke_size():
 def sandbox(tmp_path_factory):
     """A folder laid out as the repository (code and data linked, docs' JSON copied,
     fresh runs/) in which every workdir the docs name holds one smoke run."""
-    from az import paper
+    from az import reproduce
 
     root = tmp_path_factory.mktemp("docs_sandbox")
     for name in os.listdir(ROOT):
@@ -227,7 +227,7 @@ def sandbox(tmp_path_factory):
         if name.endswith(".json"):
             shutil.copy(os.path.join(ROOT, "docs", name), root / "docs" / name)
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT,
-               XLA_FLAGS=f"{paper.SMOKE_XLA_FLAGS} {os.environ.get('XLA_FLAGS', '')}".strip())
+               XLA_FLAGS=f"{reproduce.SMOKE_XLA_FLAGS} {os.environ.get('XLA_FLAGS', '')}".strip())
     trained = subprocess.run(
         [sys.executable, "train.py", "--config", "configs/shogi816k.py:smoke", "--workdir", "runs/_smoke",
          *SMOKE_TRAINING], cwd=root, env=env, capture_output=True, text=True, timeout=900)

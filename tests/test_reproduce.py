@@ -1,4 +1,4 @@
-"""The six-variant reproduction runner (az/paper.py, reproduce.py)."""
+"""The six-variant reproduction runner (az/reproduce.py, reproduce.py)."""
 
 import json
 import os
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from az import paper, workdir as workdir_lib
+from az import reproduce, workdir as workdir_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -17,45 +17,45 @@ FAIRY = "/usr/games/fairy-stockfish"
 
 
 def test_plan_presets_and_bad_values():
-    plan = paper.make_plan("smoke")
-    assert plan.variants == paper.VARIANTS and plan.points >= 2 and plan.final_games >= plan.games
-    assert paper.make_plan("gpu").simulations == 800  # the paper's evaluation
-    assert paper.make_plan("cpu", variants="base, shogi816k", games=10).variants == ("base", "shogi816k")
+    plan = reproduce.make_plan("smoke")
+    assert plan.variants == reproduce.VARIANTS and plan.points >= 2 and plan.final_games >= plan.games
+    assert reproduce.make_plan("gpu").simulations == 800  # the paper's evaluation
+    assert reproduce.make_plan("cpu", variants="base, shogi816k", games=10).variants == ("base", "shogi816k")
     for kwargs, culprit in [({"variants": "base,chess960"}, "--variants"), ({"variants": "base,base"}, "--variants"),
                             ({"games": 0}, "--games"), ({"points": 1}, "--points"),
                             ({"final_games": -3}, "--final-games"), ({"balance_positions": -1}, "--balance-positions")]:
-        with pytest.raises(paper.PaperError, match=culprit):
-            paper.make_plan("smoke", **kwargs)
-    with pytest.raises(paper.PaperError, match="--preset 'tpu'"):
-        paper.make_plan("tpu")
+        with pytest.raises(reproduce.ReproductionError, match=culprit):
+            reproduce.make_plan("smoke", **kwargs)
+    with pytest.raises(reproduce.ReproductionError, match="--preset 'tpu'"):
+        reproduce.make_plan("tpu")
     # Every preset of the plan is one train.py takes, for every variant.
-    for preset in paper.EVALUATION:
-        for variant in paper.VARIANTS:
-            assert paper.variant_config(variant, preset).name == variant
+    for preset in reproduce.EVALUATION:
+        for variant in reproduce.VARIANTS:
+            assert reproduce.variant_config(variant, preset).name == variant
 
 
 def test_side_by_side_shares(monkeypatch):
-    assert paper.device_shares(1) == [None]
-    with pytest.raises(paper.PaperError, match="--parallel must be >= 1, got 0"):
-        paper.Runner("/tmp/unused", paper.make_plan("smoke", opponent="greedy"), parallel=0)
-    assert paper.Runner("/tmp/unused", paper.make_plan("smoke", opponent="greedy")).parallel == 1
+    assert reproduce.device_shares(1) == [None]
+    with pytest.raises(reproduce.ReproductionError, match="--parallel must be >= 1, got 0"):
+        reproduce.Runner("/tmp/unused", reproduce.make_plan("smoke", opponent="greedy"), parallel=0)
+    assert reproduce.Runner("/tmp/unused", reproduce.make_plan("smoke", opponent="greedy")).parallel == 1
 
 
 def test_a_relative_workdir_reaches_the_children(tmp_path, monkeypatch):
     """The children (trainers, evaluator) run in the repository: the runner hands them its
     workdir resolved against the caller's folder, wherever reproduce.py was started."""
     monkeypatch.chdir(tmp_path)
-    runner = paper.Runner("runs/paper", paper.make_plan("smoke", opponent="greedy"))
+    runner = reproduce.Runner("runs/paper", reproduce.make_plan("smoke", opponent="greedy"))
     assert runner.workdir == str(tmp_path / "runs" / "paper")
 
 
 def test_a_rerun_must_ask_for_the_same(tmp_path):
-    plan = paper.make_plan("smoke", variants="base")
-    paper.load_or_save_plan(str(tmp_path), plan)
-    assert paper.read_plan(str(tmp_path)) == plan
-    paper.load_or_save_plan(str(tmp_path), plan)  # the same: resumes
-    with pytest.raises(paper.PaperError, match="games: 2 there, 6 now"):
-        paper.load_or_save_plan(str(tmp_path), paper.make_plan("smoke", variants="base", games=6))
+    plan = reproduce.make_plan("smoke", variants="base")
+    reproduce.load_or_save_plan(str(tmp_path), plan)
+    assert reproduce.read_plan(str(tmp_path)) == plan
+    reproduce.load_or_save_plan(str(tmp_path), plan)  # the same: resumes
+    with pytest.raises(reproduce.ReproductionError, match="games: 2 there, 6 now"):
+        reproduce.load_or_save_plan(str(tmp_path), reproduce.make_plan("smoke", variants="base", games=6))
 
 
 def _write_run(run_dir, games_per_iteration: list[int], saved: list[int]):
@@ -78,30 +78,30 @@ def test_which_snapshots_are_evaluated(tmp_path):
     saved = [0, 2, 4, 6, 8, 10]
     # 64 games, 4 points: 0, the first snapshots at >= 21.3 and >= 42.7 games (24 games at
     # iteration 4, 56 at 8), the last.
-    assert paper.evaluation_steps(rows, saved, 64, 4, trained=True) == [0, 4, 8, 10]
-    assert paper.evaluation_steps(rows, saved, 64, 4, trained=False) == [0, 4, 8]
-    assert paper.evaluation_steps(rows, saved, 64, 2, trained=True) == [0, 10]
-    assert paper.evaluation_steps(rows[:2], [0, 2], 64, 4, trained=False) == [0]  # nothing far enough yet
-    assert paper.is_trained(run, 64) and not paper.is_trained(run, 100)
+    assert reproduce.evaluation_steps(rows, saved, 64, 4, trained=True) == [0, 4, 8, 10]
+    assert reproduce.evaluation_steps(rows, saved, 64, 4, trained=False) == [0, 4, 8]
+    assert reproduce.evaluation_steps(rows, saved, 64, 2, trained=True) == [0, 10]
+    assert reproduce.evaluation_steps(rows[:2], [0, 2], 64, 4, trained=False) == [0]  # nothing far enough yet
+    assert reproduce.is_trained(run, 64) and not reproduce.is_trained(run, 100)
     os.rmdir(os.path.join(run, "snapshots", "10"))
-    assert not paper.is_trained(run, 64)  # the last iteration's snapshot is not saved yet
+    assert not reproduce.is_trained(run, 64)  # the last iteration's snapshot is not saved yet
 
 
 def test_iterations_from_the_planning_length_then_the_measured_one():
-    config = paper.variant_config("base", "smoke")  # 64 games, 8 x 8 positions per iteration, 48-ply cap
-    assert paper.iterations_needed(config, []) == 64 * 48 // 64
+    config = reproduce.variant_config("base", "smoke")  # 64 games, 8 x 8 positions per iteration, 48-ply cap
+    assert reproduce.iterations_needed(config, []) == 64 * 48 // 64
     rows = [{"iteration": 1, "games_finished": 8, "selfplay/length_sum": 8 * 24.0}]
-    assert paper.iterations_needed(config, rows) == 64 * 24 // 64
-    assert paper.format_duration(3725.4) == "1:02:05"
+    assert reproduce.iterations_needed(config, rows) == 64 * 24 // 64
+    assert reproduce.format_duration(3725.4) == "1:02:05"
 
 
 def test_match_summary_needs_enough_games(tmp_path):
     out = tmp_path / "step_4"
     out.mkdir()
     (out / "results.json").write_text(json.dumps({"summary": {"games": 2, "score": 0.5}}))
-    assert paper.match_summary(str(out), 2)["score"] == 0.5
-    assert paper.match_summary(str(out), 4) is None  # the final match plays on from there
-    assert paper.match_summary(str(tmp_path / "missing"), 1) is None
+    assert reproduce.match_summary(str(out), 2)["score"] == 0.5
+    assert reproduce.match_summary(str(out), 4) is None  # the final match plays on from there
+    assert reproduce.match_summary(str(tmp_path / "missing"), 1) is None
 
 
 def test_bad_opponent_is_one_line_before_anything_starts(tmp_path):
@@ -123,10 +123,10 @@ def test_results_table_and_fig3(tmp_path):
                "table2": {"random_start(2)": {"positions": 6, "mean": 80.0, "std": 30.5}},
                "variants": {"base": {"iterations": 48, "games": 64, "training_seconds": 125.0, "final": final,
                                      "teacher_top1": 0.042, "curve": []}}}
-    text = paper.results_markdown(results, teacher=True)
+    text = reproduce.results_markdown(results, teacher=True)
     assert "| base | 48 | 64 | 0:02:05 | +1 =1 -2 | 0.375 | -89 [-400, +200] | 4.2% |" in text
     assert "| `random_start(2)` | 6 | +80.0 | 30.5 |" in text
-    paper.plot_openings_by_variant({"base": final, "shogi816k": final}, str(tmp_path / "fig3.png"),
+    reproduce.plot_openings_by_variant({"base": final, "shogi816k": final}, str(tmp_path / "fig3.png"),
                                    opponent="fairy-stockfish?nodes=100")
     assert (tmp_path / "fig3.png").stat().st_size > 1000
 
@@ -160,12 +160,12 @@ def test_smoke_reproduction_end_to_end_after_a_kill(tmp_path):
     for name in ("fig2_elo.png", "fig2_teacher.png", "fig3_openings.png", "fig4_balance.png", "heatmaps.png"):
         assert (workdir / "figures" / name).stat().st_size > 1000, name
     results = json.loads((workdir / "results.json").read_text())
-    plan = paper.read_plan(str(workdir))
+    plan = reproduce.read_plan(str(workdir))
     for variant in plan.variants:
         r = results["variants"][variant]
         assert r["games"] >= 64 and r["final"]["games"] == plan.final_games
         assert [p[-1] for p in r["curve"]][0] == 0 and len(r["curve"]) == plan.points
-    assert set(results["table2"]) == set(paper.BALANCE_STARTS)
+    assert set(results["table2"]) == set(reproduce.BALANCE_STARTS)
     assert "| base |" in (workdir / "results.md").read_text()
 
 
