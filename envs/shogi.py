@@ -3,8 +3,8 @@
 On the device (jit/vmap): ``Rules``, ``State``, ``init_from``, ``step``, ``observe``,
 ``with_history``; start positions in ``envs.starts``.
 On the host: ``from_sfen``, ``from_position``, ``to_sfen``, ``legal_moves``,
-``action_to_usi``, ``usi_to_action``, and game records ``to_kif``, ``to_csa``,
-``to_usi_position`` (``envs.notation``).
+``action_to_usi``, ``usi_to_action`` (``envs.notation``), and game records ``to_kif``,
+``to_csa``, ``to_usi_position`` (``envs.records``).
 """
 
 from envs.env import (  # noqa: F401
@@ -27,9 +27,7 @@ from envs.notation import (  # noqa: F401
     from_sfen,
     legal_moves,
     parse_sfen,
-    to_csa,
-    to_kif,
     to_sfen,
-    to_usi_position,
     usi_to_action,
 )
+from envs.records import to_csa, to_kif, to_usi_position  # noqa: F401

@@ -341,14 +341,14 @@ def test_report__losses_of_a_match_dir_count_each_lost_game(tmp_path, capsys):
     import dataclasses
 
     from az.play import report
-    from envs import notation
+    from envs import records
 
     games, expected = [], {}
 
     def add(sfen, moves, result, reason, cause=None):
         name = f"{len(games):04d}.csa"
         (tmp_path / "m" / "games").mkdir(parents=True, exist_ok=True)
-        (tmp_path / "m" / "games" / name).write_text(notation.to_csa(sfen, moves, end=reason))
+        (tmp_path / "m" / "games" / name).write_text(records.to_csa(sfen, moves, end=reason))
         games.append(dataclasses.asdict(match.GameResult(len(games), "o", "1", "black", result, reason, len(moves),
                                                            name.replace(".csa", ".kif"), name, moves)))
         if cause:

@@ -13,7 +13,7 @@ import numpy as np
 import pgx
 import pytest
 
-from envs import env, notation
+from envs import env, notation, records
 from helpers import cshogi_board, cshogi_moves, drop_move_number, normalized, pick_move, play_line
 
 STARTPOS = notation.STARTPOS_SFEN
@@ -203,11 +203,11 @@ def test_from_position__bad_input_raises(position, message):
 
 def test_to_usi_position__uses_startpos_for_the_standard_start():
     moves = ["7g7f", "3c3d"]
-    assert notation.to_usi_position(STARTPOS, moves) == "position startpos moves 7g7f 3c3d"
-    assert notation.to_usi_position(STARTPOS.rsplit(" ", 1)[0], []) == "position startpos"
+    assert records.to_usi_position(STARTPOS, moves) == "position startpos moves 7g7f 3c3d"
+    assert records.to_usi_position(STARTPOS.rsplit(" ", 1)[0], []) == "position startpos"
     other = "lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2"
-    assert notation.to_usi_position(other, ["3c3d"]) == f"position sfen {other} moves 3c3d"
-    assert notation.to_sfen(notation.from_position(notation.to_usi_position(other, ["3c3d"]))) == normalized(
+    assert records.to_usi_position(other, ["3c3d"]) == f"position sfen {other} moves 3c3d"
+    assert notation.to_sfen(notation.from_position(records.to_usi_position(other, ["3c3d"]))) == normalized(
         "lnsgkgsnl/1r5b1/pppppp1pp/6p2/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL b - 3"
     )
 
@@ -286,7 +286,7 @@ GAME_STARTS = [
 @pytest.mark.parametrize("start", GAME_STARTS)
 def test_to_kif__parses_back_with_cshogi(start):
     moves = _random_game(start, 80, seed=13)
-    kif = notation.to_kif(start, moves, end="mate", names=("alice", "bob"))
+    kif = records.to_kif(start, moves, end="mate", names=("alice", "bob"))
     board = cshogi_board(start)
     if normalized(start) == STARTPOS:
         parsed = cshogi.KIF.Parser.parse_str(kif)
@@ -313,7 +313,7 @@ def test_to_kif__parses_back_with_cshogi(start):
 @pytest.mark.parametrize("end,csa", [("repetition", "%SENNICHITE"), ("declaration", "%KACHI"), ("", "")])
 def test_to_csa__parses_back_with_cshogi(start, end, csa):
     moves = _random_game(start, 80, seed=14)
-    (parsed,) = cshogi.CSA.Parser.parse_str(notation.to_csa(start, moves, end=end))
+    (parsed,) = cshogi.CSA.Parser.parse_str(records.to_csa(start, moves, end=end))
     assert drop_move_number(parsed.sfen) == drop_move_number(normalized(start))  # CSA has no move number
     assert [cshogi.move_to_usi(m) for m in parsed.moves] == moves
     assert parsed.endgame == csa
@@ -321,8 +321,8 @@ def test_to_csa__parses_back_with_cshogi(start, end, csa):
 
 def test_to_kif__rejects_illegal_records():
     with pytest.raises(ValueError, match=r"illegal move \(move 2\)"):
-        notation.to_kif(STARTPOS, ["7g7f", "7g7f"])
+        records.to_kif(STARTPOS, ["7g7f", "7g7f"])
     with pytest.raises(ValueError, match=r"illegal move \(move 1\)"):
-        notation.to_csa(STARTPOS, ["bad"])
+        records.to_csa(STARTPOS, ["bad"])
     with pytest.raises(ValueError, match="unknown piece"):
-        notation.to_kif("lnsgkgsnx/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1", [])
+        records.to_kif("lnsgkgsnx/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1", [])

@@ -20,7 +20,7 @@ from tqdm import tqdm
 from az.play import elo as elo_lib
 from az.play.agent import MATCH_MAX_LENGTH
 from az.play.players import EngineFailure, Player, Position
-from envs import endings, env, notation
+from envs import endings, env, notation, records
 
 MATCH_RULES = env.Rules(max_length=MATCH_MAX_LENGTH, history=MATCH_MAX_LENGTH + 1)  # floodgate's 256 plies
 
@@ -210,9 +210,9 @@ class Match:
         all_moves = list(opening.moves) + moves
         end = _record_end(reason)
         with open(base + ".kif", "w", encoding="cp932", errors="replace") as f:  # GUIs read .kif as Shift-JIS
-            f.write(notation.to_kif(opening.start_sfen, all_moves, end=end, names=names))
+            f.write(records.to_kif(opening.start_sfen, all_moves, end=end, names=names))
         with open(base + ".csa", "w", encoding="utf-8") as f:
-            f.write(notation.to_csa(opening.start_sfen, all_moves, end=end, names=names))
+            f.write(records.to_csa(opening.start_sfen, all_moves, end=end, names=names))
         return GameResult(index, opening.name, opening.line, ("black", "white")[first_color], first_result,
                           reason, len(moves), os.path.basename(base) + ".kif", os.path.basename(base) + ".csa",
                           all_moves)

@@ -31,7 +31,7 @@ import jax
 import numpy as np
 
 from az.play.usi_client import EngineFailure, EngineOptionError, UsiClient
-from envs import endings, env, notation
+from envs import endings, env, notation, records
 
 Move = int | str  # an action of the position's state, or USI text
 
@@ -204,7 +204,7 @@ class _UsiSession(Session):
         self.engine.send("usinewgame")
 
     def move(self, position: Position) -> Move:
-        head = notation.to_usi_position(position.start_sfen, list(position.moves))
+        head = records.to_usi_position(position.start_sfen, list(position.moves))
         last = self.engine.think(head, self.player.go_command, self.player.move_timeout)[-1]
         parts = last.split()
         if len(parts) < 2:
