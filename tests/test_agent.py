@@ -15,7 +15,7 @@ import helpers
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # One process: the program of shape ("probe",) for the source digest argv[2] (repeated),
-# compiled or loaded by ``agent._compiled_program`` with JAX's cache in argv[1]; it prints
+# compiled or loaded by ``Programs.compile`` with JAX's cache in argv[1]; it prints
 # whether it was loaded, whether it is serialized now and whether it computes right.
 PROCESS = textwrap.dedent("""
     import json, os, sys
@@ -23,12 +23,12 @@ PROCESS = textwrap.dedent("""
     jax.config.update("jax_compilation_cache_dir", sys.argv[1])
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)  # the tiny program is cached too
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    from az.play import agent
-    agent._source_digest = lambda: sys.argv[2] * 64
+    from az.play import programs as programs_lib
+    programs = programs_lib.Programs(digest=sys.argv[2] * 64)
     x = jax.ShapeDtypeStruct((16, 16), jnp.float32)
-    path = agent._executable_path(("probe",))
+    path = programs.executable_path(("probe",))
     loaded = os.path.exists(path)
-    program = agent._compiled_program(("probe",), lambda a: jnp.sin(a) @ a, (x,), jax.tree.structure(x))
+    program = programs.compile(("probe",), lambda a: jnp.sin(a) @ a, (x,), jax.tree.structure(x))
     a = np.linspace(-1, 1, 256, dtype=np.float32).reshape(16, 16)
     right = bool(np.allclose(np.asarray(program(a)), np.sin(a) @ a, atol=1e-5))
     print(json.dumps({"loaded": loaded, "serialized": os.path.exists(path), "right": right}))
@@ -59,12 +59,13 @@ PARSER = textwrap.dedent("""
     import json, os, sys
     import jax
     jax.config.update("jax_compilation_cache_dir", sys.argv[1])
-    from az.play import agent
+    from az.play import programs as programs_lib
     from envs import env, notation
     rules = env.Rules(max_length=64, history=8)
-    paths = [agent._executable_path((kind, rules)) for kind in ("setup", "move")]
+    programs = programs_lib.Programs()
+    paths = [programs.executable_path((kind, rules)) for kind in ("setup", "move")]
     loaded = all(os.path.exists(path) for path in paths)
-    agent.install_parser(rules)
+    programs.install_parser(rules)
     state = notation.from_position("startpos moves 7g7f 3c3d 8h2b+", rules)
     print(json.dumps({"loaded": loaded, "serialized": all(os.path.exists(path) for path in paths),
                       "sfen": notation.to_sfen(state), "ply": int(state.ply)}))
@@ -89,7 +90,7 @@ def test_the_parser_programs_load_in_a_later_process(tmp_path):
 @pytest.fixture(scope="module")
 def guarded_agent():
     """An untrained smoke-size agent, its search of the six positions (0 simulations) and
-    the step and mate programs that search compiled."""
+    the step and mate programs that search compiled (in the agent's ``programs``)."""
     import jax
 
     from az import network as network_lib
@@ -98,7 +99,7 @@ def guarded_agent():
     from envs import env, notation
 
     config = default.get_config("smoke")
-    params = network_lib.init_params(network_lib.make_network(config), jax.random.PRNGKey(0))
+    params = network_lib.init_params(network_lib.make_network(config.model), jax.random.PRNGKey(0))
     agent = agent_lib.Agent(config=config, params=params, step=0, name="untrained")
     rules = env.Rules(history=8)
     sfens = helpers.MIXED_THREATS + [helpers.ALL_THREATS]
@@ -107,15 +108,15 @@ def guarded_agent():
     search = agent.search(0, batch=len(sfens), history=rules.history)
     result = search(params, jax.random.PRNGKey(1), games)
     playing_rules = agent._playing_rules(rules.history, agent_lib.MATCH_MAX_LENGTH)
-    step_all = agent_lib._COMPILED[("step", playing_rules, len(sfens))]
-    find_mates = agent_lib._COMPILED[("mate", len(sfens), rules.history)]
-    return sfens, states, games, result, step_all, find_mates
+    step_all = agent.programs.get(("step", playing_rules, len(sfens)))
+    find_mates = agent.programs.get(("mate", len(sfens), rules.history))
+    return sfens, states, games, result, step_all, find_mates, agent.programs
 
 
 def test_the_agent_never_plays_into_a_mate_in_one_it_can_avoid(guarded_agent):
     from envs import notation
 
-    sfens, states, _, result, _, _ = guarded_agent
+    sfens, states, _, result, _, _, _ = guarded_agent
     for sfen, state, action in zip(sfens, states, np.asarray(result.action)):
         refuted = helpers.mate_in_one_after(sfen)
         assert 0 < sum(refuted.values()) <= len(refuted), sfen  # the positions are what they claim
@@ -134,7 +135,7 @@ def test_a_refuted_move_gives_way_to_the_best_ranked_safe_one(guarded_agent):
     from az.play import agent as agent_lib
     from envs import notation
 
-    sfens, states, games, result, step_all, find_mates = guarded_agent
+    sfens, states, games, result, step_all, find_mates, _ = guarded_agent
     rng = np.random.default_rng(3)
     legal = np.asarray(games.legal_action_mask)
     policy = np.where(legal, rng.random(legal.shape), 0.0).astype(np.float32)
@@ -155,7 +156,7 @@ def test_a_refuted_move_gives_way_to_the_best_ranked_safe_one(guarded_agent):
              .index(expected[r]) for r in range(1, len(sfens) - 1)]
     assert max(depth) >= len(sfens), depth
     forced = result.replace(action=jnp.asarray(actions, jnp.int32), policy=jnp.asarray(policy))
-    guarded = agent_lib.avoid_mates_in_one(forced, games, step_all, find_mates)
+    guarded = agent_lib.replace_refuted_moves(forced, games, step_all, find_mates)
     assert np.asarray(guarded.action).tolist() == expected
     changed = np.asarray(guarded.action) != np.asarray(actions)
     assert changed.tolist() == [False] + [True] * (len(sfens) - 2) + [False]
@@ -174,10 +175,10 @@ def test_the_agent_plays_a_pawn_bishop_or_rook_promoted_where_its_network_prefer
     from configs import default
     from envs import env, notation
 
-    sfens = guarded_agent[0]
+    sfens, programs = guarded_agent[0], guarded_agent[-1]
     config = default.get_config("smoke")
     config.model.policy_bias = "action"
-    network = network_lib.make_network(config)
+    network = network_lib.make_network(config.model)
     params = network_lib.init_params(network, jax.random.PRNGKey(0))
     rules = env.Rules(history=8)
     state = notation.from_sfen("lnsgkgsnl/1r5b1/pppppp1pp/6p2/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL b - 3", rules)
@@ -187,7 +188,7 @@ def test_the_agent_plays_a_pawn_bishop_or_rook_promoted_where_its_network_prefer
     games = agent_lib.stack_states([state] * len(sfens))  # the guard's step and mate programs' batch
     logits, _ = search_lib.evaluate(network.apply, params, games, rules)
     assert int(np.argmax(np.asarray(logits)[0])) == plain
-    agent = agent_lib.Agent(config=config, params=params, step=0, name="plain-minded")
+    agent = agent_lib.Agent(config=config, params=params, step=0, name="plain-minded", programs=programs)
     result = agent.search(0, batch=len(sfens), history=rules.history)(params, jax.random.PRNGKey(1), games)
     assert np.asarray(result.action).tolist() == [promoted] * len(sfens)
 
@@ -205,12 +206,12 @@ def test_the_agent_plays_a_mate_in_three_without_a_search(guarded_agent):
     from configs import default
     from envs import env, notation
 
-    sfens, states, _, _, _, _ = guarded_agent
+    sfens, states, _, _, _, _, programs = guarded_agent
     assert helpers.mates_in_three(MATE_IN_THREE) == {"R*8f": 2}  # the position is what it claims
     rules = env.Rules(history=8)
     config = default.get_config("smoke")
-    params = network_lib.init_params(network_lib.make_network(config), jax.random.PRNGKey(0))
-    agent = agent_lib.Agent(config=config, params=params, step=0, name="untrained")
+    params = network_lib.init_params(network_lib.make_network(config.model), jax.random.PRNGKey(0))
+    agent = agent_lib.Agent(config=config, params=params, step=0, name="untrained", programs=programs)
     mate_state = notation.from_sfen(MATE_IN_THREE, rules)
     games = agent_lib.stack_states([mate_state] + states[1:])  # the fixture's batch: its compiled programs
     result = agent.search(0, batch=len(sfens), history=rules.history)(params, jax.random.PRNGKey(1), games)

@@ -697,5 +697,5 @@ def test_heuristic_player_specs():
     player = players_lib.parse_player("heuristic?depth=1")
     assert player.depth == 1 and player.weights.shape == (F.NUM_FEATURES,)
     state = notation.from_sfen("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1")
-    move = player.session().move(players_lib.Position("startpos", (), state))
+    move = player.session().move(players_lib.MatchPosition("startpos", (), state))
     assert np.asarray(state.legal_action_mask)[move]

@@ -303,9 +303,9 @@ def test_time_budget():
 
 def test_simulations_fit_the_time():
     speed = clock.Speed(policy_s=0.01, simulation_s=0.001, compile_s=30.0, host_s=0.01)
-    assert clock.ladder(800) == {800, 400, 200, 100, 50, 25, 12, 6, 3, 1}
-    assert clock.most_simulations(clock.ladder(800), 10.0, speed) == 800
-    assert clock.most_simulations(clock.ladder(800), 0.3, speed) == 200  # 1.25 * (0.03 + 0.2) = 0.29
+    assert clock.simulation_sizes(800) == {800, 400, 200, 100, 50, 25, 12, 6, 3, 1}
+    assert clock.most_simulations(clock.simulation_sizes(800), 10.0, speed) == 800
+    assert clock.most_simulations(clock.simulation_sizes(800), 0.3, speed) == 200  # 1.25 * (0.03 + 0.2) = 0.29
     assert clock.most_simulations({800}, 0.3, speed) == 0  # the policy move
     assert clock.most_simulations(set(), 0.3, speed) == 0
     assert speed.estimate(0) < 0.03
@@ -825,12 +825,12 @@ def test_a_first_start_answers_with_quick_programs_and_optimizes_them_aside(work
     assert "(quick; the faster search compiles aside)" in said[0], said
     assert {0, SIMULATIONS} <= model._compiled(True) and not model._compiled(False)
     quick_speed = model.speed
-    model_lib.Model._background.join(LOAD_TIMEOUT)
+    model.workbench.background.join(LOAD_TIMEOUT)
     assert {0, SIMULATIONS} <= model._compiled(False)
     assert model.speed is not quick_speed and model.speed.simulation_s < quick_speed.simulation_s
     for position in ("startpos", "startpos moves 7g7f 3c3d 8h2b+"):
         state = model_lib.parse_position(position.split(), None).state
-        optimized = model.evaluate(SIMULATIONS, state)
+        optimized = model.analyse(SIMULATIONS, state)
         games = model_lib.agent_lib.stack_states([state])
         quick = model._search(SIMULATIONS, True)(model.agent.params, jax.random.PRNGKey(0), games)
         assert int(quick.action[0]) == optimized["action"], position

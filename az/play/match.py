@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from az.play import elo as elo_lib
 from az.play.agent import MATCH_MAX_LENGTH
-from az.play.players import EngineFailure, Player, Position
+from az.play.players import EngineFailure, MatchPosition, Player
 from envs import endings, env, notation, records
 
 MATCH_RULES = env.Rules(max_length=MATCH_MAX_LENGTH, history=MATCH_MAX_LENGTH + 1)  # floodgate's 256 plies
@@ -116,7 +116,7 @@ def play_game(black, white, opening: Opening) -> tuple[str, str, list]:
         lose = "loss" if mover == 0 else "win"
         side = "black" if mover == 0 else "white"
         try:
-            move = session.move(Position(opening.start_sfen, tuple(all_moves), state))
+            move = session.move(MatchPosition(opening.start_sfen, tuple(all_moves), state))
         except EngineFailure as e:
             return lose, f"{side} failed: {e}", moves
         if move == "resign":

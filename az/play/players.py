@@ -11,9 +11,9 @@
                                        or a GA workdir (default: the shipped data/heuristic_weights.json)
 
 A player hands out ``Session``s, one per concurrently played game slot; a session's
-``move(position)`` returns a ``Move``: an action of the position's state (our agent,
-which never leaves the action encoding), or USI text: a move, ``resign`` or ``win``
-(a declaration).
+``move(position)`` (a ``MatchPosition``) returns a ``Move``: an action of the position's
+state (our agent, which never leaves the action encoding), or USI text: a move,
+``resign`` or ``win`` (a declaration).
 """
 
 import abc
@@ -40,7 +40,9 @@ class PlayerError(ValueError):
     """A player spec that cannot be used (unknown kind, missing binary, bad option)."""
 
 
-class Position(NamedTuple):
+class MatchPosition(NamedTuple):
+    """A match game's position, as a player is asked to move in it."""
+
     start_sfen: str
     moves: tuple  # USI moves played from start_sfen
     state: env.State  # after the moves
@@ -53,7 +55,7 @@ class Session(abc.ABC):
         pass
 
     @abc.abstractmethod
-    def move(self, position: Position) -> Move:
+    def move(self, position: MatchPosition) -> Move:
         """An action, or a USI move, ``resign`` or ``win``."""
 
     def game_over(self, result: str) -> None:  # "win" | "lose" | "draw", from this player's view
@@ -81,7 +83,7 @@ class _RandomSession(Session):
     def __init__(self, seed: int):
         self.rng = random.Random(seed)
 
-    def move(self, position: Position) -> str:
+    def move(self, position: MatchPosition) -> str:
         return self.rng.choice(notation.legal_moves(position.state))
 
 
@@ -126,7 +128,7 @@ class _GreedySession(Session):
     def __init__(self, seed: int):
         self.rng = random.Random(seed)
 
-    def move(self, position: Position) -> str:
+    def move(self, position: MatchPosition) -> str:
         return cshogi.move_to_usi(greedy_move(cshogi.Board(notation.to_sfen(position.state)), self.rng))
 
 
@@ -148,7 +150,7 @@ class _HeuristicSession(Session):
         self.player = player
         self.rng = np.random.default_rng(seed)
 
-    def move(self, position: Position) -> Move:
+    def move(self, position: MatchPosition) -> Move:
         from az.classical import heuristic
 
         state = position.state
@@ -203,7 +205,7 @@ class _UsiSession(Session):
             self.engine = UsiClient(self.player.path, self.player.options)
         self.engine.send("usinewgame")
 
-    def move(self, position: Position) -> Move:
+    def move(self, position: MatchPosition) -> Move:
         head = records.to_usi_position(position.start_sfen, list(position.moves))
         last = self.engine.think(head, self.player.go_command, self.player.move_timeout)[-1]
         parts = last.split()
@@ -317,7 +319,7 @@ class _AgentSession(Session):
     def __init__(self, player: "AgentPlayer"):
         self.player = player
 
-    def move(self, position: Position) -> Move:
+    def move(self, position: MatchPosition) -> Move:
         state = position.state
         if bool(endings.can_declare(state.x, state.checked)):
             return "win"
@@ -325,11 +327,13 @@ class _AgentSession(Session):
 
 
 class AgentPlayer(Player):
-    def __init__(self, spec: str, *, num_simulations: int, slots: int, seed: int = 0):
+    """``checkpoint:WORKDIR[@STEP]``; its searches compile into ``programs`` (default: its own)."""
+
+    def __init__(self, spec: str, *, num_simulations: int, slots: int, seed: int = 0, programs=None):
         from az.play import agent as agent_lib
 
         try:
-            self.agent = agent_lib.load_agent(spec)
+            self.agent = agent_lib.load_agent(spec, programs)
         except agent_lib.AgentError as e:
             raise PlayerError(str(e)) from None
         self.name = f"{self.agent.name} n={num_simulations}"
@@ -351,8 +355,10 @@ class AgentPlayer(Player):
             self._server.close()
 
 
-def parse_player(spec: str, *, num_simulations: int = 800, slots: int = 1, seed: int = 0) -> Player:
-    """A player from its spec (see the module docstring); PlayerError names what is wrong."""
+def parse_player(spec: str, *, num_simulations: int = 800, slots: int = 1, seed: int = 0, programs=None) -> Player:
+    """A player from its spec (see the module docstring); PlayerError names what is wrong.
+    ``programs``: the ``az.play.programs.Programs`` an agent's searches compile into
+    (agents given the same one share them; default: programs of its own)."""
     if spec in FloorPlayer._SESSIONS:
         return FloorPlayer(spec, seed)
     if spec.startswith("usi:"):
@@ -360,5 +366,6 @@ def parse_player(spec: str, *, num_simulations: int = 800, slots: int = 1, seed:
     if spec == "heuristic" or spec.startswith(("heuristic:", "heuristic?")):
         return HeuristicPlayer(spec, seed)
     if spec.startswith("checkpoint:"):
-        return AgentPlayer(spec[len("checkpoint:"):], num_simulations=num_simulations, slots=slots, seed=seed)
+        return AgentPlayer(spec[len("checkpoint:"):], num_simulations=num_simulations, slots=slots, seed=seed,
+                           programs=programs)
     raise PlayerError(f"player {spec!r}: expected checkpoint:WORKDIR[@STEP], usi:PATH[?...], heuristic[:WEIGHTS][?depth=D], random or greedy")

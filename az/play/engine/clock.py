@@ -4,9 +4,9 @@ Under ``isready`` the engine measures the network's time per evaluation and the
 search's time per simulation (``Speed``, updated after every timed search). A ``go``
 with a clock gets the budget ``remaining / min(40, own moves before MaxMovesToDraw) +
 increment + byoyomi`` (never more than ``remaining + byoyomi``; ``movetime`` is taken as given) minus ``NetworkDelay``, and
-searches with the most simulations whose estimated time (x1.25) fits, among the sizes of
-the ladder ``Simulations, Simulations/2, ...`` already compiled; none fits: the policy
-network's move.
+searches with the most simulations whose estimated time (x1.25) fits, among the sizes
+``Simulations, Simulations/2, ...`` (``simulation_sizes``) already compiled; none fits:
+the policy network's move.
 """
 
 import dataclasses
@@ -56,7 +56,7 @@ class Speed:
             self.simulation_s = 0.5 * self.simulation_s + 0.5 * measured
 
 
-def ladder(limit: int) -> set[int]:
+def simulation_sizes(limit: int) -> set[int]:
     """The search sizes a clock may ask for: ``limit`` halved down to 1."""
     sizes = set()
     while limit >= 1:

@@ -1,89 +1,8 @@
-"""A USI engine for a trained run: ``python -m az.play.engine --checkpoint WORKDIR[@STEP]``,
-or for the classical baseline: ``python -m az.play.engine --heuristic [WEIGHTS] [--depth D]``.
+"""The USI command loop (``Engine``) and its command line: ``python -m az.play.engine``.
 
-For shogi GUIs (ShogiGUI, Shogidokoro, electron-shogi) and match runners (cshogi);
-``scripts/azshogi-usi`` starts it without arguments (checkpoint from
-``$AZSHOGI_CHECKPOINT`` or its first argument). It plays the agent's greedy Gumbel
-search (sequential halving, no noise) from the run's snapshots, as ``az.play.agent``
-evaluates it.
-
-The package splits along the protocol's seams: ``protocol`` (the text of commands and
-answers) and ``clock`` (how many simulations a clock allows) import no JAX, and this
-module, the command loop, imports ``model`` (JAX, the environment, the network) only
-through ``_model()``, on the first ``position``, ``isready`` or ``go``. So ``usi`` is
-answered at once.
-
-Protocol
-  ``isready`` loads the snapshot, compiles the search for ``Simulations``, measures its
-  speed on the start position and answers ``readyok`` (with ``info string`` progress
-  lines meanwhile, a keep-alive for GUIs with a timeout). On a CPU's first start the
-  programs are compiled quick (LLVM -O0) and the -O2 ones follow in a thread, measured
-  and used from the move after they are ready, and serialized for the next start.
-  Options: ``Simulations`` (spin, 800), ``Checkpoint`` (string, WORKDIR[@STEP]),
-  ``CheckpointStep`` (string, ``latest`` or a step; reloads on the next ``isready``),
-  ``NetworkDelay`` (spin, ms kept back from every time budget, 120), ``MaxMovesToDraw``
-  (spin, 0 = no limit; ``Draw_Ply`` is its alias, as some runners name it): the game's
-  ply limit, a draw in the search tree and the horizon of the clock. ``Threads`` (one
-  search thread drives the device; the value is ignored), ``USI_Hash`` and
-  ``USI_Ponder`` are accepted and ignored.
-  ``position startpos|sfen ... [moves ...]``: the moves are played through the
-  environment, so repetition history counts; a position extending the previous one only
-  plays the new moves. A malformed position, bad SFEN or illegal move gets ``info string
-  error: ...`` and leaves no position: the next ``go`` answers ``bestmove resign``
-  (playing on from a stale position would send the GUI an illegal move).
-  ``go``: ``nodes N`` (N simulations), ``byoyomi``, ``btime``/``wtime``,
-  ``binc``/``winc``, ``movetime``, ``infinite``, ``ponder`` (then ``ponderhit``);
-  ``stop`` answers at once with the best finished result; ``go mate`` answers
-  ``checkmate notimplemented``. ``gameover`` drops any pending answer; ``quit`` (or the
-  end of stdin) exits with status 0. Unknown or malformed commands get an ``info string``
-  naming the problem; the engine never stops on them. Output is flushed per line.
-
-Moves
-  ``bestmove resign`` when the side to move has no legal move, ``bestmove win`` when the
-  entering-king declaration (CSA 27-point rule) holds for the side to move, otherwise
-  the search's move. Before it, ``info depth D nodes N nps .. time .. score cp X pv ...``:
-  N simulations; the PV is the chosen move followed by the most visited child at each
-  node of the search tree (D = its length). The score is ``protocol.value_to_cp`` of the
-  chosen move's Q, or ``mate 1`` / ``mate 3`` for a mate the root's mate search found
-  (the PV is then the mating move alone).
-
-Time (``clock``)
-  It never compiles against the clock: when a size of the ladder ``Simulations,
-  Simulations/2, ...`` would fit but is not compiled yet, it is compiled in a background
-  thread for the next moves (so set ``Simulations`` to what the time control allows to
-  play full strength from the first move). A watchdog answers with the policy move at
-  the end of the budget should the search still run. ``go`` without a clock (plain,
-  ``nodes``, ``infinite``) compiles what it needs.
-
-Errors
-  A snapshot that cannot be loaded is reported on ``isready`` as ``info string error:
-  ...`` followed by ``readyok`` (GUIs hang on a missing ``readyok``); every ``go`` then
-  answers ``info string error: ...`` and ``bestmove resign``. At start-up a checkpoint
-  without snapshots is also reported as one line on stderr. A relative WORKDIR that is
-  not in the working directory (GUIs choose it) is looked up in the repository
-  (``runs/x``). ``--compilation_cache`` (default: the workdir's ``jax_cache``, shared
-  with training) makes later starts compile faster.
-
-Heuristic mode
-  ``--heuristic [WEIGHTS] [--depth D]`` plays the classical player instead
-  (``az.classical.heuristic``, as the ``heuristic`` player of matches): the evolved linear
-  evaluation with a full-width search of depth 1 or 2 (default 1); WEIGHTS is a weights
-  file or a GA workdir (its ``weights.json``), by default the shipped
-  ``data/heuristic_weights.json`` (a relative path is looked up in the repository too).
-  No checkpoint and no network: ``id name`` says ``azshogi heuristic dD``; ``isready``
-  loads the weights and compiles the evaluation on the start position. A bad weights
-  file is reported like a bad snapshot (``info string error: ...``, ``readyok``, then
-  ``bestmove resign`` to every ``go``; a missing one is found before JAX loads and also
-  reported on stderr at start-up). ``go`` runs one search whatever its limits (nodes and
-  clock are ignored; ``infinite``/``ponder`` answers still wait for ``stop``/``ponderhit``;
-  no watchdog, no fallback move) and answers ``info depth D nodes M nps .. time .. score
-  .. pv MOVE`` (M: the legal moves evaluated; the score in centipawns of the weights'
-  pawn, ``mate 1`` for a mating move, ``mate -2`` when every move allows a mate: see
-  ``model.HeuristicModel``), then ``bestmove``; resignation and the declaration are as
-  above. Equal best moves are chosen by a generator seeded at load: the engine is
-  deterministic. The options Simulations, Checkpoint, CheckpointStep and NetworkDelay are
-  listed but ignored; a compilation cache is used only when ``--compilation_cache`` names
-  one.
+The protocol it speaks, the options and the heuristic mode are described in the
+package's docstring (``az.play.engine``). This module imports no JAX: ``model`` (the
+heavy half) is imported through ``_model()`` on the first command that needs it.
 """
 
 import argparse
@@ -95,6 +14,7 @@ import time
 
 from az import workdir as workdir_lib
 from az.play.engine import clock
+from az.play.engine.job import Job
 from az.play.engine.protocol import (
     DEFAULT_NETWORK_DELAY_MS,
     DEFAULT_SIMULATIONS,
@@ -137,9 +57,9 @@ def weights_problem(path: str) -> str | None:
     return None
 
 
-def _warm_parser():
+def _warm_parser(workbench):
     try:
-        _model().install_parser()
+        workbench.install_parser()
         _model().parse_position(["startpos", "moves", "7g7f"], None)
     except Exception:
         pass
@@ -148,94 +68,6 @@ def _warm_parser():
 def _model():
     """The heavy half (``az.play.engine.model``): the one place this module imports it."""
     return importlib.import_module("az.play.engine.model")
-
-
-class Job:
-    """One ``go``: computes in a thread; answers once (result, stop, ponderhit or watchdog)."""
-
-    def __init__(self, engine: "Engine", go: GoCommand, received: float, position, position_error):
-        self.engine = engine
-        self.go = go
-        self.position = position  # as at the go: a later position command does not change it
-        self.position_error = position_error
-        self.received = received
-        self.lock = threading.Lock()
-        self.wait_for_stop = go.infinite or go.ponder
-        self.answer_requested = False
-        self.answered = False
-        self.fallback: Answer | None = None
-        self.result: Answer | None = None
-        self.finished = threading.Event()
-        self.timer: threading.Timer | None = None
-        self.thread: threading.Thread | None = None
-
-    def start(self, previous: "Job | None"):
-        self.thread = threading.Thread(target=self._run, args=(previous,), daemon=True, name="azshogi-go")
-        self.thread.start()
-
-    def _run(self, previous):
-        try:
-            if previous is not None and previous.thread is not None:
-                previous.thread.join()
-            self.engine.think(self)
-        except Exception as e:  # never leave the GUI without a bestmove
-            note = f"info string error: search failed ({one_line(e)})"
-            with self.lock:
-                if self.fallback is None:
-                    self.fallback = Answer("resign", [note])
-                else:
-                    self.fallback.info.insert(0, note)
-        finally:
-            self.finished.set()
-            with self.lock:
-                if not self.wait_for_stop:
-                    self.answer_requested = True
-                if self.result is None and self.fallback is None:
-                    self.fallback = Answer("resign", ["info string error: no move found"])
-                self._try_emit()
-
-    def set_deadline(self, seconds_from_now: float):
-        if self.timer is not None:
-            self.timer.cancel()
-        self.timer = threading.Timer(max(seconds_from_now, 0.0), self.request_answer)
-        self.timer.daemon = True
-        self.timer.start()
-
-    def store(self, *, fallback: Answer | None = None, result: Answer | None = None):
-        with self.lock:
-            if fallback is not None:
-                self.fallback = fallback
-            if result is not None:
-                self.result = result
-            self._try_emit()
-
-    def request_answer(self):
-        with self.lock:
-            self.answer_requested = True
-            self._try_emit()
-
-    def cancel(self):
-        with self.lock:
-            self.answered = True
-        if self.timer is not None:
-            self.timer.cancel()
-
-    def _try_emit(self):  # self.lock held
-        if self.answered or not self.answer_requested:
-            return
-        best = self.result or self.fallback
-        if best is None:
-            return  # emitted as soon as the thread stores something
-        if best is self.fallback and self.result is None and self.fallback.bestmove not in ("resign", "win"):
-            best = Answer(best.bestmove, ["info string search unfinished: the policy network's move", *best.info])
-        self.answered = True
-        if self.timer is not None:
-            self.timer.cancel()
-        self.engine.out(*best.info, f"bestmove {best.bestmove}")
-
-    @property
-    def active(self) -> bool:
-        return not self.answered or not self.finished.is_set()
 
 
 class Engine:
@@ -253,8 +85,9 @@ class Engine:
         self.max_moves = 0  # MaxMovesToDraw: the game's ply limit, 0: none
         self.cache_dir = cache_dir  # "" disables the compilation cache, None: the workdir's
         self.model = None  # model.Model once a snapshot is loaded (model.HeuristicModel: weights)
+        self.workbench = None  # model.Workbench: the compiled programs, kept across reloads
         self.load_error: str | None = None
-        self.position = None  # model.Position
+        self.position = None  # model.UsiPosition
         self.position_error: str | None = "no position given"
         self.job: Job | None = None
         self._cache_set = False
@@ -416,7 +249,7 @@ class Engine:
             return
         # The position's step: from JAX's cache beside searches loaded from disk, after
         # searches that compile (compiles slow each other down). A failure shows at the first position.
-        parser = threading.Thread(target=_warm_parser, daemon=True, name="azshogi-parser")
+        parser = threading.Thread(target=_warm_parser, args=(model.workbench,), daemon=True, name="azshogi-parser")
         quick = model.loads_quickly(self.simulations)
         if quick:
             parser.start()
@@ -441,7 +274,7 @@ class Engine:
             if self.cache_dir:
                 self._enable_cache(self.cache_dir)
             try:
-                self.model = _model().HeuristicModel(path, self.depth)
+                self.model = _model().HeuristicModel(path, self.depth, workbench=self._workbench())
             except ValueError as e:  # a missing or malformed weights file
                 self.load_error = one_line(e)
             except Exception as e:
@@ -471,7 +304,7 @@ class Engine:
             self.out(f"info string loading {spec}")
             self._enable_cache(workdir_lib.parse_spec(spec)[0])
             try:
-                self.model = _model().Model(spec, max_plies=self.max_moves)
+                self.model = _model().Model(spec, max_plies=self.max_moves, workbench=self._workbench())
             except ValueError as e:  # AgentError
                 self.load_error = one_line(e)
             except Exception as e:  # a corrupt snapshot, an orbax error: still one line
@@ -481,6 +314,13 @@ class Engine:
                 return None
             self.load_error = None
         return self.model
+
+    def _workbench(self):
+        """The programs and compile thread every model of this engine shares (made on the
+        first load)."""
+        if self.workbench is None:
+            self.workbench = _model().Workbench()
+        return self.workbench
 
     def _budget_ms(self, go: GoCommand, state) -> float | None:
         moves_left = None
@@ -506,12 +346,12 @@ class Engine:
             job.store(result=Answer("win", ["info string entering-king declaration (27-point rule) holds"]))
             return
         if model.fixed_size:  # the heuristic: one fixed-depth search, whatever the limits
-            out = model.evaluate(0, state)
+            out = model.analyse(0, state)
             job.store(result=model.answer(out, state, time.monotonic() - job.received))
             return
         go = job.go
         budget_ms = self._budget_ms(go, state)
-        fallback_out = model.evaluate(0, state)  # one evaluation: the answer to an early stop
+        fallback_out = model.analyse(0, state)  # one evaluation: the answer to an early stop
         fallback = model.answer(fallback_out, state, time.monotonic() - job.received)
         job.store(fallback=fallback)
         limit = go.nodes if go.nodes is not None else self.simulations
@@ -521,7 +361,7 @@ class Engine:
         if seconds is None:
             n = limit  # compiled now if need be
         else:  # never compile against the clock: use a compiled size, compile the right one aside
-            wanted = clock.most_simulations(clock.ladder(limit), seconds, model.speed)
+            wanted = clock.most_simulations(clock.simulation_sizes(limit), seconds, model.speed)
             if wanted and wanted not in model.compiled_sizes():
                 model.compile_in_background(wanted)
             n = clock.most_simulations({s for s in model.compiled_sizes() if s <= limit}, seconds, model.speed)
@@ -533,7 +373,7 @@ class Engine:
             job.set_deadline(seconds)  # the watchdog: the fallback if the search runs late
         compiled = n in model.compiled_sizes()
         start = time.monotonic()
-        out = model.evaluate(n, state)
+        out = model.analyse(n, state)
         if compiled:
             model.speed.observe(n, time.monotonic() - start)
         job.store(result=model.answer(out, state, time.monotonic() - job.received))

@@ -22,6 +22,7 @@ import jax
 import numpy as np
 
 from az.play import agent as agent_lib
+from az.play import programs as programs_lib
 from az.play.engine.clock import Speed
 from az.play.engine.protocol import Answer, value_to_cp
 from envs import endings, env, notation
@@ -36,17 +37,32 @@ PARSE_RULES = env.Rules(max_length=UNLIMITED_PLIES, declaration=False, repetitio
 # would be the quick ones again: nothing to compile aside.
 ALL_AT_O0 = "xla_backend_optimization_level=0" in os.environ.get("XLA_FLAGS", "")
 
-_parser_lock = threading.Lock()
-_parser_installed = []
 
 
-def install_parser() -> None:
-    """The position set-up and move programs of ``PARSE_RULES``, loaded serialized where an
-    earlier start left them (``agent.install_parser``); once, whichever thread asks first."""
-    with _parser_lock:
-        if not _parser_installed:
-            agent_lib.install_parser(PARSE_RULES)
-            _parser_installed.append(True)
+class Workbench:
+    """What the engine keeps across snapshot reloads: the compiled programs (the models of
+    one config share their searches; the position parser's programs) and the one compile
+    that runs beside the search."""
+
+    def __init__(self):
+        self.programs = programs_lib.Programs()
+        self.background: threading.Thread | None = None  # the compile beside the search
+        self._background_lock = threading.Lock()
+
+    def install_parser(self) -> None:
+        """The position set-up and move programs of ``PARSE_RULES``, loaded serialized where
+        an earlier start left them (``Programs.install_parser``); once, whichever thread
+        asks first."""
+        self.programs.install_parser(PARSE_RULES)
+
+    def in_background(self, work, *args, name: str) -> None:
+        """Runs ``work(*args)`` in a thread unless another one's is still running: one
+        compile at a time beside the search."""
+        with self._background_lock:
+            if self.background is not None and self.background.is_alive():
+                return
+            self.background = threading.Thread(target=work, args=args, daemon=True, name=name)
+            self.background.start()
 
 
 def info_line(depth: int, nodes: int, seconds: float, score: str, pv: list[str]) -> str:
@@ -63,13 +79,15 @@ def mate_score(state: env.State, move: str) -> str:
 
 
 @dataclasses.dataclass
-class Position:
+class UsiPosition:
+    """The position of a USI ``position`` command, played through the environment."""
+
     sfen: str  # where the moves start
-    moves: list
-    state: env.State
+    moves: list  # USI moves played from sfen
+    state: env.State  # after the moves (PARSE_RULES)
 
 
-def parse_position(args: list[str], previous: Position | None) -> Position:
+def parse_position(args: list[str], previous: UsiPosition | None) -> UsiPosition:
     """The position of a ``position`` command's arguments; one that extends ``previous``
     plays only the new moves. ``ValueError`` names what is wrong."""
     sfen, moves = notation.split_position(" ".join(["position", *args]))
@@ -78,7 +96,7 @@ def parse_position(args: list[str], previous: Position | None) -> Position:
     else:
         state, done = counted_from_move_one(notation.from_sfen(sfen, PARSE_RULES)), 0
     state = notation.play_moves(state, moves[done:], PARSE_RULES, first_number=done + 1)
-    return Position(sfen, moves, state)
+    return UsiPosition(sfen, moves, state)
 
 
 def counted_from_move_one(state: env.State) -> env.State:
@@ -110,15 +128,15 @@ def can_declare(state: env.State) -> bool:
 
 
 class Model:
-    """A loaded snapshot with its compiled searches (shared across reloads of one config)."""
+    """A loaded snapshot with its compiled searches (in ``workbench``'s programs: shared
+    across reloads of one config)."""
 
     fixed_size = False  # the clock chooses the number of simulations
-    _background: threading.Thread | None = None
-    _background_lock = threading.Lock()
 
-    def __init__(self, spec: str, max_plies: int = 0):
+    def __init__(self, spec: str, max_plies: int = 0, workbench: Workbench | None = None):
         self.spec = spec
-        self.agent = agent_lib.load_agent(spec)
+        self.workbench = workbench or Workbench()
+        self.agent = agent_lib.load_agent(spec, programs=self.workbench.programs)
         self.speed: Speed | None = None
         self.max_plies = max_plies  # the game's ply limit (MaxMovesToDraw); 0: none
 
@@ -163,18 +181,9 @@ class Model:
         """Simulation counts (> 0) whose search is compiled (either way)."""
         return (self._compiled(False) | self._compiled(True)) - {0}
 
-    def _in_background(self, work, *args, name: str):
-        """Runs ``work(*args)`` in a thread unless another one's is still running: one
-        compile at a time beside the search."""
-        with Model._background_lock:
-            if Model._background is not None and Model._background.is_alive():
-                return
-            Model._background = threading.Thread(target=work, args=args, daemon=True, name=name)
-            Model._background.start()
-
     def compile_in_background(self, n: int):
         """Compiles the ``n``-simulation search in a thread, for later moves (one at a time)."""
-        self._in_background(self._compile_quietly, n, name=f"azshogi-compile-{n}")
+        self.workbench.in_background(self._compile_quietly, n, name=f"azshogi-compile-{n}")
 
     def _compile_quietly(self, n: int):
         try:
@@ -193,7 +202,7 @@ class Model:
         except Exception:  # the quick programs stay in use
             pass
 
-    def evaluate(self, n: int, state: env.State) -> dict:
+    def analyse(self, n: int, state: env.State) -> dict:
         """An ``n``-simulation search (0: the policy network) of one position; host values.
         The -O2 program where compiled, else the quick one, else the -O2 one compiled now."""
         quick = n not in self._compiled(False) and n in self._compiled(True)
@@ -202,7 +211,7 @@ class Model:
         return {"action": int(action), "value": float(value), "pv": pv, "nodes": max(n, 1), "mate": bool(mate)}
 
     def answer(self, out: dict, state: env.State, seconds: float) -> Answer:
-        """``info`` lines and the bestmove of an evaluation."""
+        """``info`` lines and the bestmove of an analysis (``analyse``'s output)."""
         move = notation.action_to_usi(state, out["action"])
         pv = notation.line_to_usi(state, out["pv"])
         if not pv or pv[0] != move:
@@ -211,16 +220,16 @@ class Model:
         return Answer(move, [info_line(len(pv), out["nodes"], seconds, score, pv)])
 
     def _measure(self, simulations: int, compile_s: float) -> tuple[Speed, float]:
-        """The speed of the programs ``evaluate`` uses, on the start position; and the
+        """The speed of the programs ``analyse`` uses, on the start position; and the
         search's seconds."""
         state = notation.from_sfen(notation.STARTPOS_SFEN, PARSE_RULES)
-        self.evaluate(0, state)
+        self.analyse(0, state)
         start = time.perf_counter()
         for _ in range(3):
-            self.evaluate(0, state)
+            self.analyse(0, state)
         policy_s = (time.perf_counter() - start) / 3
         start = time.perf_counter()
-        out = self.evaluate(simulations, state)
+        out = self.analyse(simulations, state)
         search_s = time.perf_counter() - start
         start = time.perf_counter()
         self.answer(out, state, search_s)
@@ -247,14 +256,14 @@ class Model:
         # overlap (first start 67 -> 47 s), and serialized programs load side by side.
         thread = threading.Thread(target=compile_search, daemon=True, name="azshogi-compile")
         thread.start()
-        install_parser()
+        self.workbench.install_parser()
         self._search(0, quick)
         thread.join()
         if "compile_s" not in timed:  # it failed in the thread: its error reaches isready here
             compile_search()
         self.speed, search_s = self._measure(simulations, timed["compile_s"])
         if quick:
-            self._in_background(self._optimize, simulations, name="azshogi-optimize")
+            self.workbench.in_background(self._optimize, simulations, name="azshogi-optimize")
         return search_s
 
 
@@ -265,7 +274,7 @@ class HeuristicModel:
     """The classical player (``az.classical.heuristic``, as ``az.play.players``'
     ``HeuristicPlayer``): the evolved linear evaluation with a full-width search of
     ``depth`` 1 or 2. The command loop uses it as a ``Model``; it has no network and no
-    simulations: ``evaluate`` ignores ``n`` and, being ``fixed_size``, the clock leaves it
+    simulations: ``analyse`` ignores ``n`` and, being ``fixed_size``, the clock leaves it
     alone (one search per move, whatever the limits).
 
     Equal best moves are told apart by one ``numpy`` Generator seeded at load, so an
@@ -279,10 +288,11 @@ class HeuristicModel:
     fixed_size = True
     max_plies = 0  # a search of depth <= 2 needs no ply limit
 
-    def __init__(self, path: str, depth: int, seed: int = 0):
+    def __init__(self, path: str, depth: int, seed: int = 0, workbench: Workbench | None = None):
         from az.classical import heuristic
 
         self.heuristic = heuristic
+        self.workbench = workbench or Workbench()  # the parser's programs
         self.spec = f"heuristic:{path}?depth={depth}"
         self.path, self.depth = path, depth
         self.weights = heuristic.load_weights(path or None)  # ValueError names the file
@@ -298,7 +308,7 @@ class HeuristicModel:
         return self.heuristic.move_values(np.asarray(x.board), np.asarray(x.hand), np.asarray(x.legal_action_mask),
                                           self.weights, self.depth)
 
-    def evaluate(self, n: int, state: env.State) -> dict:
+    def analyse(self, n: int, state: env.State) -> dict:
         """The heuristic's move in one position (``n`` is ignored); host values."""
         actions, values = self._values(state)
         best = np.flatnonzero(values == values.max())
@@ -329,7 +339,7 @@ class HeuristicModel:
     def prepare(self, simulations: int, progress) -> float:
         """Compiles the heuristic's blocks by evaluating the start position (``simulations``
         is ignored); the seconds of one search. The tie-break Generator is not used."""
-        install_parser()
+        self.workbench.install_parser()
         state = notation.from_sfen(notation.STARTPOS_SFEN, PARSE_RULES)
         progress(f"compiling the heuristic (depth {self.depth})")
         start = time.perf_counter()
