@@ -2,31 +2,30 @@
 
 import json
 import os
-import re
 
 from az.play import match as match_lib
 from az.play import players as players_lib
+from az.play import programs as programs_lib
 
 
 class EvalError(ValueError):
     """Bad input for an evaluation (player spec, openings file, output directory)."""
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:60]
-
-
 def run_match(args) -> dict:
+    """Plays eval.py's match (``args``: its flags); writes and returns the summary."""
+    programs = programs_lib.Programs()  # two snapshots of one config play one compiled search
     try:
         openings = match_lib.load_openings(args.openings)
         slots = args.concurrency
         second = players_lib.parse_player(args.opponent, num_simulations=args.simulations, slots=slots,
-                                          seed=args.seed + 1)
+                                          seed=args.seed + 1, programs=programs)
         spec = args.player if getattr(args, "player", None) else "checkpoint:" + args.checkpoint
-        first = players_lib.parse_player(spec, num_simulations=args.simulations, slots=slots, seed=args.seed)
+        first = players_lib.parse_player(spec, num_simulations=args.simulations, slots=slots, seed=args.seed,
+                                         programs=programs)
     except (ValueError, players_lib.EngineFailure) as e:
         raise EvalError(str(e)) from None
-    out = args.out or os.path.join("eval", f"{_slug(first.name)}_vs_{_slug(second.name)}")
+    out = args.out or os.path.join("eval", f"{match_lib.slug(first.name)}_vs_{match_lib.slug(second.name)}")
     try:
         match = match_lib.Match(first, second, openings, out, games=args.games, concurrency=args.concurrency,
                                 resume=args.resume)

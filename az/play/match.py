@@ -12,6 +12,7 @@ import csv
 import dataclasses
 import json
 import os
+import re
 import threading
 
 import jax.numpy as jnp
@@ -299,3 +300,8 @@ def format_summary(first: str, second: str, summary: dict) -> str:
     for name, o in s["openings"].items():
         lines.append(f"  {name:<14} {o['games']:>5} {o['wins']:>4} {o['draws']:>4} {o['losses']:>4} {o['score']:>6.3f}")
     return "\n".join(lines)
+
+
+def slug(text: str) -> str:
+    """``text`` (a player's name) as a directory name: matches are kept in ``eval/<slug>``."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:60]

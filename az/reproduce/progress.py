@@ -42,9 +42,9 @@ def match_games(plan: Plan, steps: list[int], step: int, trained: bool) -> int:
 
 
 def match_dir(run_dir: str, opponent_name: str, step: int) -> str:
-    from az.play import report
+    from az.play import match as match_lib
 
-    return os.path.join(run_dir, "eval", report._slug(opponent_name), f"step_{step}")
+    return os.path.join(run_dir, "eval", match_lib.slug(opponent_name), f"step_{step}")
 
 
 def match_summary(out_dir: str, games: int) -> dict | None:
