@@ -73,6 +73,7 @@ import random
 import re
 import sys
 import time
+from typing import NamedTuple
 
 import cshogi
 
@@ -279,7 +280,7 @@ def _eta(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
-def main(argv=None) -> int:
+def _parse_args(argv) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="data/teacher.tsv", help="the TSV to write (default data/teacher.tsv)")
@@ -291,116 +292,128 @@ def main(argv=None) -> int:
     parser.add_argument("--heldout", type=float, default=0.2, help="share of positions held out (default 0.2)")
     parser.add_argument("--cache", default="", help="a file of labels (and FILE.games of games) to reuse and "
                         "extend: an interrupted run resumes")
-    args = parser.parse_args(argv)
-    if not (os.path.isfile(ENGINE) and os.access(ENGINE, os.X_OK)):
-        _log(f"error: {ENGINE} not found; install it with `make engines` (apt-get install fairy-stockfish)")
-        return 2
-    if args.positions < 1 or args.jobs < 1 or args.per_game < 1 or not 0 <= args.heldout < 1:
-        parser.error("--positions, --jobs and --per-game must be >= 1, --heldout in [0, 1)")
+    return parser, parser.parse_args(argv)
 
-    started = time.monotonic()
+
+def _play_games(pool, args, started: float) -> tuple[list, list]:
+    """Step 1: games in rounds of GAME_BATCH until the unique samples cover the positions
+    (+2%). Returns (candidate samples in order, the games)."""
     excluded = _eval_openings()
-    ctx = multiprocessing.get_context("fork")
-    pool = ctx.Pool(args.jobs, initializer=_worker_init)
-    try:
-        # 1. Games, in rounds of GAME_BATCH, until the unique samples cover the positions (+2%).
-        target = args.positions + max(10, args.positions // 50)
-        candidates, taken, games = [], set(), []
-        dropped = {"duplicate": 0, "openings": 0}
-        game_cache = _load_games(args.cache, args.seed, args.per_game)
-        games_file = open(args.cache + ".games", "a", encoding="utf-8") if args.cache else None
-        g, played = 0, 0
-        while len(candidates) < target:
-            todo = [(args.seed, g + i, args.per_game) for i in range(GAME_BATCH) if g + i not in game_cache]
-            played += len(todo)
-            for result in pool.map(play_game, todo):
-                game_cache[result["game"]] = result
-                if games_file:
-                    games_file.write(json.dumps({"seed": args.seed, "per_game": args.per_game, **result}) + "\n")
-                    games_file.flush()
-            results = [game_cache[g + i] for i in range(GAME_BATCH)]
-            g += GAME_BATCH
-            for result in results:
-                games.append(result)
-                for sample in result["samples"]:
-                    key = position_key(sample["sfen"])
-                    if key in excluded:
-                        dropped["openings"] += 1
-                    elif key in taken:
-                        dropped["duplicate"] += 1
-                    else:
-                        taken.add(key)
-                        candidates.append(sample)
-            elapsed = time.monotonic() - started
-            rate = played / elapsed  # games played (not read from --cache) per second
-            left = (target - len(candidates)) / max(1, len(candidates)) * g  # games still to play, estimated
-            _log(f"games {g} ({played} played here): {len(candidates)}/{target} positions sampled, "
-                 f"{rate:.2f} games/s, ETA of the games {_eta(left / rate if rate else 0)}")
-        if games_file:
-            games_file.close()
-        ends = {}
-        for result in games:
-            ends[result["end"]] = ends.get(result["end"], 0) + 1
-        plies = sum(r["plies"] for r in games)
-        _log(f"{len(games)} games ({plies / len(games):.1f} plies on average; ends {ends}; "
-             f"engine moves replaced {sum(r['fallbacks'] for r in games)}), dropped samples {dropped}, "
-             f"{time.monotonic() - started:.0f} s")
+    target = args.positions + max(10, args.positions // 50)
+    candidates, taken, games = [], set(), []
+    dropped = {"duplicate": 0, "openings": 0}
+    game_cache = _load_games(args.cache, args.seed, args.per_game)
+    games_file = open(args.cache + ".games", "a", encoding="utf-8") if args.cache else None
+    g, played = 0, 0
+    while len(candidates) < target:
+        todo = [(args.seed, g + i, args.per_game) for i in range(GAME_BATCH) if g + i not in game_cache]
+        played += len(todo)
+        for result in pool.map(play_game, todo):
+            game_cache[result["game"]] = result
+            if games_file:
+                games_file.write(json.dumps({"seed": args.seed, "per_game": args.per_game, **result}) + "\n")
+                games_file.flush()
+        results = [game_cache[g + i] for i in range(GAME_BATCH)]
+        g += GAME_BATCH
+        for result in results:
+            games.append(result)
+            for sample in result["samples"]:
+                key = position_key(sample["sfen"])
+                if key in excluded:
+                    dropped["openings"] += 1
+                elif key in taken:
+                    dropped["duplicate"] += 1
+                else:
+                    taken.add(key)
+                    candidates.append(sample)
+        elapsed = time.monotonic() - started
+        rate = played / elapsed  # games played (not read from --cache) per second
+        left = (target - len(candidates)) / max(1, len(candidates)) * g  # games still to play, estimated
+        _log(f"games {g} ({played} played here): {len(candidates)}/{target} positions sampled, "
+             f"{rate:.2f} games/s, ETA of the games {_eta(left / rate if rate else 0)}")
+    if games_file:
+        games_file.close()
+    ends = {}
+    for result in games:
+        ends[result["end"]] = ends.get(result["end"], 0) + 1
+    plies = sum(r["plies"] for r in games)
+    _log(f"{len(games)} games ({plies / len(games):.1f} plies on average; ends {ends}; "
+         f"engine moves replaced {sum(r['fallbacks'] for r in games)}), dropped samples {dropped}, "
+         f"{time.monotonic() - started:.0f} s")
+    return candidates, games
 
-        # 2. Labels, in sample order, until --positions are labelled.
-        cache = _load_cache(args.cache, args.nodes)
-        cache_file = open(args.cache, "a", encoding="utf-8") if args.cache else None
-        labelled, skipped = [], {"resign_or_win": 0, "illegal": 0, "no_score": 0}
-        next_index, searched_nodes, searched, label_started = 0, 0, 0, time.monotonic()
-        while len(labelled) < args.positions and next_index < len(candidates):
-            need = args.positions - len(labelled)
-            batch = candidates[next_index:next_index + min(LABEL_BATCH, need)]
-            next_index += len(batch)
-            todo = [s["sfen"] for s in batch if position_key(s["sfen"]) not in cache]
-            for answer in pool.imap(label, [(sfen, args.nodes) for sfen in todo]):
-                cache[position_key(answer["sfen"])] = answer
-                searched_nodes += answer["nodes"]
-                searched += 1
-                if cache_file:
-                    fields = [position_key(answer["sfen"]), args.nodes, answer["best_move"], answer["kind"],
-                              answer["value"], answer["nodes"]]
-                    cache_file.write("\t".join(str(v) for v in fields) + "\n")
-                    cache_file.flush()
-            for sample in batch:
-                answer = cache[position_key(sample["sfen"])]
-                board = cshogi.Board(sample["sfen"])
-                best = answer["best_move"]
-                if best in ("resign", "win"):
-                    skipped["resign_or_win"] += 1
-                    continue
-                move = board.move_from_usi(best) if best else 0
-                if move == 0 or not board.is_legal(move):
-                    skipped["illegal"] += 1
-                    _log(f"illegal engine move {best!r} in {sample['sfen']}")
-                    continue
-                if not answer["kind"]:
-                    skipped["no_score"] += 1
-                    continue
+
+class _Labels(NamedTuple):
+    rows: list  # the labelled samples, in sample order
+    skipped: dict  # reason -> samples skipped
+    searched: int  # positions searched here (not read from --cache)
+    searched_nodes: int
+    started: float  # time.monotonic() when labelling began
+
+
+def _usable(sample: dict, answer: dict, skipped: dict) -> bool:
+    """Is the engine's answer a label (a legal move with a score)? Counts the reason if not."""
+    board = cshogi.Board(sample["sfen"])
+    best = answer["best_move"]
+    if best in ("resign", "win"):
+        skipped["resign_or_win"] += 1
+        return False
+    move = board.move_from_usi(best) if best else 0
+    if move == 0 or not board.is_legal(move):
+        skipped["illegal"] += 1
+        _log(f"illegal engine move {best!r} in {sample['sfen']}")
+        return False
+    if not answer["kind"]:
+        skipped["no_score"] += 1
+        return False
+    return True
+
+
+def _label_samples(pool, args, candidates: list) -> _Labels:
+    """Step 2: labels, in sample order, until --positions are labelled."""
+    cache = _load_cache(args.cache, args.nodes)
+    cache_file = open(args.cache, "a", encoding="utf-8") if args.cache else None
+    labelled, skipped = [], {"resign_or_win": 0, "illegal": 0, "no_score": 0}
+    next_index, searched_nodes, searched, label_started = 0, 0, 0, time.monotonic()
+    while len(labelled) < args.positions and next_index < len(candidates):
+        need = args.positions - len(labelled)
+        batch = candidates[next_index:next_index + min(LABEL_BATCH, need)]
+        next_index += len(batch)
+        todo = [s["sfen"] for s in batch if position_key(s["sfen"]) not in cache]
+        for answer in pool.imap(label, [(sfen, args.nodes) for sfen in todo]):
+            cache[position_key(answer["sfen"])] = answer
+            searched_nodes += answer["nodes"]
+            searched += 1
+            if cache_file:
+                fields = [position_key(answer["sfen"]), args.nodes, answer["best_move"], answer["kind"],
+                          answer["value"], answer["nodes"]]
+                cache_file.write("\t".join(str(v) for v in fields) + "\n")
+                cache_file.flush()
+        for sample in batch:
+            answer = cache[position_key(sample["sfen"])]
+            if _usable(sample, answer, skipped):
                 labelled.append({**sample, **answer})
-            elapsed = time.monotonic() - label_started
-            rate = searched / elapsed if elapsed > 0 else 0.0
-            _log(f"labelled {len(labelled)}/{args.positions} ({searched} searched, {rate:.2f} positions/s, "
-                 f"{searched_nodes / max(elapsed, 1e-9):,.0f} nodes/s), "
-                 f"ETA {_eta((args.positions - len(labelled)) / rate if rate else 0)}")
-        if cache_file:
-            cache_file.close()
-    finally:
-        pool.close()
-        pool.join()
+        elapsed = time.monotonic() - label_started
+        rate = searched / elapsed if elapsed > 0 else 0.0
+        _log(f"labelled {len(labelled)}/{args.positions} ({searched} searched, {rate:.2f} positions/s, "
+             f"{searched_nodes / max(elapsed, 1e-9):,.0f} nodes/s), "
+             f"ETA {_eta((args.positions - len(labelled)) / rate if rate else 0)}")
+    if cache_file:
+        cache_file.close()
+    return _Labels(labelled, skipped, searched, searched_nodes, label_started)
 
-    # 3. Split by game, then write.
+
+def _split_rows(labelled: list, seed: int, heldout: float) -> tuple[list, int, int]:
+    """Step 3: the split by game and the TSV rows in (game, ply) order. Returns (rows,
+    held-out positions, games)."""
     by_game = {}
     for row in labelled:
         by_game.setdefault(row["game"], []).append(row)
     order = sorted(by_game)
-    random.Random(f"teacher:{args.seed}:split").shuffle(order)
+    random.Random(f"teacher:{seed}:split").shuffle(order)
     heldout_games, held = set(), 0
     for game in order:
-        if held >= round(args.heldout * len(labelled)):
+        if held >= round(heldout * len(labelled)):
             break
         heldout_games.add(game)
         held += len(by_game[game])
@@ -414,19 +427,43 @@ def main(argv=None) -> int:
         rows.append([row["sfen"], best, score, value if kind == "mate" else "", int(row["sfen"].split()[3]) - 1,
                      row["legal_moves"], int("*" in best), int(best.endswith("+")), row["start"], row["players"],
                      row["game"], "heldout" if row["game"] in heldout_games else "fit"])
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    tmp = args.out + ".tmp"
+    return rows, held, len(by_game)
+
+
+def _write_tsv(path: str, rows: list) -> None:
+    """The header and rows, written to a temporary file first so a reader never sees half."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8", newline="") as f:
         f.write("\t".join(HEADER) + "\n")
         for r in rows:
             f.write("\t".join(str(v) for v in r) + "\n")
-    os.replace(tmp, args.out)
+    os.replace(tmp, path)
+
+
+def main(argv=None) -> int:
+    parser, args = _parse_args(argv)
+    if not (os.path.isfile(ENGINE) and os.access(ENGINE, os.X_OK)):
+        _log(f"error: {ENGINE} not found; install it with `make engines` (apt-get install fairy-stockfish)")
+        return 2
+    if args.positions < 1 or args.jobs < 1 or args.per_game < 1 or not 0 <= args.heldout < 1:
+        parser.error("--positions, --jobs and --per-game must be >= 1, --heldout in [0, 1)")
+    started = time.monotonic()
+    pool = multiprocessing.get_context("fork").Pool(args.jobs, initializer=_worker_init)
+    try:
+        candidates, _ = _play_games(pool, args, started)
+        labels = _label_samples(pool, args, candidates)
+    finally:
+        pool.close()
+        pool.join()
+    rows, held, games = _split_rows(labels.rows, args.seed, args.heldout)
+    _write_tsv(args.out, rows)
     total = time.monotonic() - started
-    label_time = time.monotonic() - label_started
+    label_time = time.monotonic() - labels.started
     _log(f"wrote {args.out}: {len(rows)} positions ({len(rows) - held} fit, {held} heldout) from "
-         f"{len(by_game)} games; skipped {skipped}; {searched} searches in {label_time:.0f} s "
-         f"({searched / max(label_time, 1e-9):.2f} positions/s, {searched_nodes / max(label_time, 1e-9):,.0f} nodes/s); "
-         f"total {total:.0f} s")
+         f"{games} games; skipped {labels.skipped}; {labels.searched} searches in {label_time:.0f} s "
+         f"({labels.searched / max(label_time, 1e-9):.2f} positions/s, "
+         f"{labels.searched_nodes / max(label_time, 1e-9):,.0f} nodes/s); total {total:.0f} s")
     if len(rows) < args.positions:
         _log(f"warning: only {len(rows)} of {args.positions} positions (raise the sample margin)")
         return 1
