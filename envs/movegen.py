@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from envs import dense
+from envs import bitplanes, dense
 
 # The standard start from black's view, and its 30 legal actions (tests/test_dense.py
 # checks both against pgx).
@@ -155,7 +155,7 @@ def _squares_behind() -> np.ndarray:
     """[8, 81, 8] int32: for a move in direction d (0-7) onto square ``to``, the squares
     1..8 steps back along it, nearest first; 81 (off the board) past the edge."""
     table = np.full((8, 81, 8), 81, np.int32)
-    for d, (d_file, d_rank) in enumerate(dense.MOVES[:8]):
+    for d, (d_file, d_rank) in enumerate(bitplanes.MOVES[:8]):
         for to in range(81):
             file_index, rank = divmod(to, 9)
             for k in range(8):
@@ -167,7 +167,7 @@ def _squares_behind() -> np.ndarray:
 
 
 _BEHIND = _squares_behind()
-_ALWAYS_PROMOTE = (dense.P, dense.B, dense.R)
+_ALWAYS_PROMOTE = (bitplanes.P, bitplanes.B, bitplanes.R)
 
 
 def unpromoted_twins(x: GameState) -> Array:
@@ -192,8 +192,8 @@ def _mirrored_actions() -> np.ndarray:
     """[2187] int32: each action's image when the board is mirrored left to right (file
     f to 10 - f). Moves swap their left and right directions; drops keep their piece."""
     direction_image = list(range(27))  # drops (20-26) keep theirs
-    for d, (d_file, d_rank) in enumerate(dense.MOVES):
-        direction_image[d] = dense.MOVES.index((-d_file, d_rank))
+    for d, (d_file, d_rank) in enumerate(bitplanes.MOVES):
+        direction_image[d] = bitplanes.MOVES.index((-d_file, d_rank))
         direction_image[d + 10] = direction_image[d] + 10  # the same move, promoting
     square_image = [(8 - to // 9) * 9 + to % 9 for to in range(81)]
     return np.array([direction_image[a // 81] * 81 + square_image[a % 81] for a in range(NUM_ACTIONS)], np.int32)

@@ -71,7 +71,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from envs import dense, movegen
+from envs import bitplanes, dense, movegen
 
 NUM_FEATURES = 76
 MAJOR = tuple(range(24)) + (74, 75)  # 10-bit unsigned weights; the rest are 6-bit signed
@@ -156,19 +156,19 @@ def _flow_gain(planes: Array, obs: Array) -> Array:
     """Bit-sliced [9, 9, W]: squares the opponent's sliders would reach if the root's
     pieces on safe squares were gone, and do not reach now. planes [28, 9, 9, W] (the
     root's pieces first), obs the observation planes [62, 9, 9, W]."""
-    own = dense._union(planes[:14], range(14))
-    opp = dense._union(planes[14:], range(14))
+    own = bitplanes.union(planes[:14], range(14))
+    opp = bitplanes.union(planes[14:], range(14))
     empty = ~(own | opp)
     o1, o2, o3, e1, e2, e3 = (obs[i] for i in (28, 29, 30, 59, 60, 61))
     outnumbered = (e1 & ~o1) | (e2 & ~o2) | (e3 & ~o3)
     cleared = empty | (own & ~outnumbered & ~planes[K])
     now, then = jnp.zeros_like(own), jnp.zeros_like(own)
     for d in range(10):
-        if dense.SLIDERS[d]:
-            sliders = dense._union(planes[14:], dense.SLIDERS[d])
-            v = dense._neg(dense.MOVES[d])  # the opponent moves the other way
-            now = now | dense.ray(sliders, v, empty)
-            then = then | dense.ray(sliders, v, cleared)
+        if bitplanes.SLIDERS[d]:
+            sliders = bitplanes.union(planes[14:], bitplanes.SLIDERS[d])
+            v = bitplanes.neg(bitplanes.MOVES[d])  # the opponent moves the other way
+            now = now | bitplanes.ray(sliders, v, empty)
+            then = then | bitplanes.ray(sliders, v, cleared)
     return then & ~now
 
 
@@ -177,10 +177,10 @@ def _planes(board: Array) -> Array:
     its attacks by kind (14), attacked >= 1, 2, 3 times; the same for the opponent),
     then the flow gain. The root's frame: [file, rank], rank 0 its far side."""
     batch = board.shape[0]
-    planes = dense.piece_planes(board)
+    planes = bitplanes.piece_planes(board)
     obs, _ = dense.observation_planes(planes)
     words = jnp.concatenate([obs, _flow_gain(planes, obs)[None]])  # [63, 9, 9, W]
-    return dense.unpack(words.reshape(63 * 81, -1), batch).reshape(batch, 63, 9, 9)
+    return bitplanes.unpack(words.reshape(63 * 81, -1), batch).reshape(batch, 63, 9, 9)
 
 
 def _shift(x: Array, df: int, dr: int) -> Array:
@@ -333,7 +333,7 @@ def features_batch(board: Array, hand: Array) -> Array:
 
 def features(board: Array, hand: Array) -> Array:
     """``features_batch`` over a batch in blocks on a CPU: [C, 81], [C, 2, 7] -> [C, 76]."""
-    return dense._in_blocks(features_batch, (board, hand), board.shape[0])
+    return bitplanes.in_blocks(features_batch, (board, hand), board.shape[0])
 
 
 # Children of positions: what the GA's tables and the player's search evaluate. --------
@@ -345,15 +345,15 @@ BLOCK = 1024  # children per compiled call: one compile serves every caller
 def has_legal_move(board: Array, hand: Array) -> Array:
     """[C, 81], [C, 2, 7] -> [C] bool: the mover has a legal move (the mask is OR-ed
     while still bit-sliced, never unpacked)."""
-    mask, _ = dense.legal_planes(dense.piece_planes(board), dense.pack(hand[:, 0] > 0))
-    any_move = jax.lax.reduce(dense.any_square(mask), np.uint32(0), jax.lax.bitwise_or, (0,))  # [W]
-    return dense.unpack(any_move, board.shape[0])
+    mask, _ = dense.legal_planes(bitplanes.piece_planes(board), bitplanes.pack(hand[:, 0] > 0))
+    any_move = jax.lax.reduce(bitplanes.any_square(mask), np.uint32(0), jax.lax.bitwise_or, (0,))  # [W]
+    return bitplanes.unpack(any_move, board.shape[0])
 
 
 @jax.jit
 def _successors_block(board: Array, hand: Array, action: Array):
     child_board, child_hand = jax.vmap(movegen.successor)(board, hand, action)
-    can_move = dense._in_blocks(has_legal_move, (child_board, child_hand), board.shape[0])
+    can_move = bitplanes.in_blocks(has_legal_move, (child_board, child_hand), board.shape[0])
     return child_board, child_hand, can_move
 
 
