@@ -1,16 +1,22 @@
-"""Every command the README and docs/reproduction.md show is one the code accepts, and runs.
+"""The docs hold: every command they show runs, every link resolves, the README is a guide.
 
-Each ``python ...`` command of their shell blocks and inline code is parsed by the real
-entry point's parser (argparse's, or train.py's config file, preset and overrides), with
-the docs' stand-in names replaced (``configs/VARIANT.py`` -> base, ``[@STEP]`` -> none):
-an option renamed or dropped in the code, a config field or preset that no longer
-exists, fails here in a second. The slow test below then runs each one, cut to smoke size
-(``smoke_size``), in a sandbox laid out as the repository whose named workdirs hold a
-smoke run: the commands work, not only parse.
+Each ``python ...`` command of the shell blocks and inline code of the README and the
+guides in ``DOCS`` is parsed by the real entry point's parser (argparse's, or train.py's
+config file, preset and overrides), with the docs' stand-in names replaced
+(``configs/VARIANT.py`` -> base, ``[@STEP]`` -> none): an option renamed or dropped in
+the code, a config field or preset that no longer exists, fails here in a second. The
+slow test below then runs each one, cut to smoke size (``smoke_size``), in a sandbox laid
+out as the repository whose named workdirs hold a smoke run: the commands work, not only
+parse. The fast tests check that links between the docs resolve (files and section
+anchors), that the doc sections code comments cite exist, that the stall study's scripts
+import, and that the README stays a short guide: at most ``README_MAX_LINES`` lines, none
+of the words of a lab notebook.
 """
 
 import argparse
+import glob
 import importlib
+import importlib.util
 import os
 import re
 import shlex
@@ -23,7 +29,9 @@ import pytest
 from az import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DOCS = ("README.md", os.path.join("docs", "reproduction.md"))
+DOCS = ("README.md", os.path.join("docs", "reproduction.md"), os.path.join("docs", "results.md"))
+README_MAX_LINES = 400
+NOTEBOOK_WORDS = re.compile(r"\b(issues?|rounds?|sessions?)\b", re.I)  # belong in docs/, not in the guide
 
 # The docs' stand-in names (VARIANT, [@STEP], ...) and what a runnable command has there.
 STAND_INS = [
@@ -123,7 +131,8 @@ def smoke_size(command: str) -> list[str] | None:
     words = shlex.split(command)
     if words[0] != "python":
         return None  # .venv-tpu/bin/python: make test-plan runs bench/tpu_plan.py
-    words[0] = "python"
+    if "--help" in words:
+        return words  # prints and exits: already smoke-sized
     entry = words[2] if words[1] == "-m" else words[1]
     out, i = [], 0
     while i < len(words):
@@ -204,7 +213,7 @@ def test_every_documented_command_is_cut_to_smoke_size():
             assert all(int(n) <= 2 for n in argv[argv.index("--simulations") + 1].split(",")), command
         elif argv[1] == "eval.py" or "--opponent" in argv:
             pytest.fail(f"{command}: its default simulations (800) survive")
-        if argv[1] == "train.py":
+        if argv[1] == "train.py" and "--help" not in argv:
             assert argv[argv.index("--config") + 1].endswith(":smoke") and SMOKE_TRAINING[0] in argv, command
         if argv[1] == "reproduce.py":
             assert argv[argv.index("--preset") + 1] == "smoke" and "--variants" in argv, command
@@ -213,8 +222,9 @@ def test_every_documented_command_is_cut_to_smoke_size():
 
 @pytest.fixture(scope="module")
 def sandbox(tmp_path_factory):
-    """A folder laid out as the repository (code and data linked, docs' JSON copied,
-    fresh runs/) in which every workdir the docs name holds one smoke run."""
+    """A folder laid out as the repository (code and data linked, docs/data copied, an
+    empty docs/img, fresh runs/) in which every workdir the docs name holds one smoke run
+    and every match folder a ``report losses`` command reads holds a two-game match."""
     from az import reproduce
 
     root = tmp_path_factory.mktemp("docs_sandbox")
@@ -222,12 +232,15 @@ def sandbox(tmp_path_factory):
         if name not in ("runs", "docs", "eval", ".git") and not name.startswith("."):
             os.symlink(os.path.join(ROOT, name), root / name)
     os.symlink(os.path.join(ROOT, ".venv"), root / ".venv") if os.path.exists(os.path.join(ROOT, ".venv")) else None
-    (root / "docs").mkdir()
-    for name in os.listdir(os.path.join(ROOT, "docs")):
-        if name.endswith(".json"):
-            shutil.copy(os.path.join(ROOT, "docs", name), root / "docs" / name)
+    (root / "docs" / "img").mkdir(parents=True)
+    shutil.copytree(os.path.join(ROOT, "docs", "data"), root / "docs" / "data")
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT,
                XLA_FLAGS=f"{reproduce.SMOKE_XLA_FLAGS} {os.environ.get('XLA_FLAGS', '')}".strip())
+    for match_dir in sorted({a[a.index("losses") + 1] for _, _, a in RUNNABLE if "losses" in a}):
+        played = subprocess.run(
+            [sys.executable, "eval.py", "--player", "random", "--opponent", "greedy", "--games", "2",
+             "--out", match_dir], cwd=root, env=env, capture_output=True, text=True, timeout=600)
+        assert played.returncode == 0, played.stdout[-2000:] + played.stderr[-2000:]
     trained = subprocess.run(
         [sys.executable, "train.py", "--config", "configs/shogi816k.py:smoke", "--workdir", "runs/_smoke",
          *SMOKE_TRAINING], cwd=root, env=env, capture_output=True, text=True, timeout=900)
@@ -284,3 +297,90 @@ def test_documented_command_runs_at_smoke_size(doc, command, argv, sandbox, fair
                           timeout=1200)
     assert done.returncode == 0, f"{doc}: `{' '.join(argv)}` (from `{command}`) failed:\n" \
         + done.stdout[-2000:] + done.stderr[-2000:]
+
+
+# --- The docs themselves (fast). ---
+
+def _markdown_files() -> list[str]:
+    return ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "**", "*.md"),
+                                                                               recursive=True))
+
+
+def heading_anchors(path: str) -> set[str]:
+    """GitHub's anchors of a markdown file's headings: lower case, punctuation but - and _
+    dropped, spaces to hyphens."""
+    with open(path, encoding="utf-8") as f:
+        text = re.sub(r"```.*?```", "", f.read(), flags=re.S)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#{1,6} (.+)$", text, re.M)}
+
+
+def _links(doc: str) -> list[str]:
+    with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
+        text = re.sub(r"```.*?```", "", f.read(), flags=re.S)
+    return [t for t in re.findall(r"\]\(([^)\s]+)\)", text) if not re.match(r"[a-z]+:", t)]
+
+
+@pytest.mark.parametrize("doc", _markdown_files())
+def test_links_resolve(doc):
+    """Every relative link and image of the README and docs/ names a file that exists, and
+    every #anchor a heading of its target."""
+    for link in _links(doc):
+        path, _, anchor = link.partition("#")
+        target = os.path.normpath(os.path.join(ROOT, os.path.dirname(doc), path)) if path else os.path.join(ROOT, doc)
+        assert os.path.exists(target), f"{doc}: link to {link}: no {os.path.relpath(target, ROOT)}"
+        if anchor:
+            assert target.endswith(".md"), f"{doc}: {link}: an anchor into a file that is not markdown"
+            assert anchor in heading_anchors(target), f"{doc}: {link}: no such heading in {path or doc}"
+
+
+def test_the_readme_is_a_short_guide():
+    """The README gives instructions; studies, measurements and their history live in docs/."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines (at most {README_MAX_LINES})"
+    found = [f"{n}: {line.strip()}" for n, line in enumerate(lines, 1) if NOTEBOOK_WORDS.search(line)]
+    assert not found, "README.md reads as a lab notebook:\n" + "\n".join(found)
+
+
+def cited_sections() -> list[tuple[str, str, str]]:
+    """(file, doc, section) for each ``(docs/X.md, SECTION)`` or ``docs/X.md#anchor`` that
+    code and configs cite; SECTION may list several, split by ';'."""
+    found = []
+    for pattern in ("*.py", "az/**/*.py", "envs/**/*.py", "configs/*.py", "bench/*.py", "scripts/**/*.py"):
+        for path in glob.glob(os.path.join(ROOT, pattern), recursive=True):
+            with open(path, encoding="utf-8") as f:
+                text = re.sub(r"\s*\n\s*#?\s*", " ", f.read())  # comments that wrap
+            rel = os.path.relpath(path, ROOT)
+            for doc, anchor in re.findall(r"(docs/[\w/]+\.md)#([\w-]+)", text):
+                found.append((rel, doc, anchor))
+            for doc, rest in re.findall(r"\((docs/[\w/]+\.md), ([^\n]{1,120})", text):
+                depth, end = 1, 0
+                for end, char in enumerate(rest):
+                    depth += {"(": 1, ")": -1}.get(char, 0)
+                    if depth == 0:
+                        break
+                for section in rest[:end].split(";"):
+                    found.append((rel, doc, section.strip()))
+    return found
+
+
+def test_cited_doc_sections_exist():
+    """A comment that cites a doc's section by name (``docs/stall_study.md, value targets``)
+    or anchor names a heading of that doc, so the reader lands where the evidence is."""
+    missing = []
+    for source, doc, section in cited_sections():
+        anchors = heading_anchors(os.path.join(ROOT, doc))
+        anchor = re.sub(r"[^\w\- ]", "", section.lower()).replace(" ", "-")
+        if anchor not in anchors:
+            missing.append(f"{source}: {doc}, {section!r}")
+    assert not missing, "cited sections that are no heading:\n" + "\n".join(missing)
+
+
+@pytest.mark.parametrize("script", sorted(glob.glob(os.path.join(ROOT, "scripts", "stall_study", "*.py"))),
+                         ids=os.path.basename)
+def test_stall_study_scripts_import(script):
+    """The stall study's probes still import against the code they drive."""
+    pytest.importorskip("cshogi")
+    spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(script))[0], script)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))

@@ -1,6 +1,7 @@
-"""How a match's games end, from the agent's side: material and mates it did not play.
+"""How a match's games end, from the agent's side: material and mates it did not play
+(docs/stall_study.md#mate-checks).
 
-    python docs/stall_study/round24/draws.py MATCH_DIR...
+    python scripts/stall_study/draws.py MATCH_DIR...
 
 MATCH_DIR is an ``eval.py --out`` directory whose first player is the agent. For the games
 ended by mate and at the ply limit: the agent's material lead at the end (board and hands,

@@ -1,8 +1,8 @@
 """What a mate search at the root would give: the agent, but a mate in 1 or 3 that cshogi's
-solver finds at its turn (not in check) is played first. A study probe, not a player of the project (the
-solver ignores repetition, and it runs on the host).
+solver finds at its turn (not in check) is played first (docs/stall_study.md#mate-checks). A study
+probe, not a player of the project (the solver ignores repetition, and it runs on the host).
 
-    python docs/stall_study/round24/mate3_match.py WORKDIR OUT   # 108 games against greedy, n=16
+    python scripts/stall_study/mate3_match.py WORKDIR OUT   # 108 games against greedy, n=16
 """
 import json
 import sys
@@ -18,7 +18,7 @@ class _MateFirstSession(players.Session):
     def __init__(self, inner: players.Session):
         self.inner = inner
 
-    def move(self, position: players.Position) -> players.Move:
+    def move(self, position: players.MatchPosition) -> players.Move:
         board = cshogi.Board(notation.to_sfen(position.state))
         # The solvers assume the side to move is not in check (in check they answer nonsense).
         mate = 0 if board.is_check() else board.mate_move_in_1ply() or board.mate_move(3)
