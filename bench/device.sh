@@ -7,7 +7,7 @@
 #
 # With the device tool: run `bench/device.sh "$OUT"` (carry .whl); then, here, keep the
 # report under the card's name and the date (FILES_AT: where the tool put $OUT's files):
-#   cp FILES_AT/device.json docs/device_h100_$(date +%Y%m%d).json   # or device_h200_...
+#   cp FILES_AT/device.json docs/data/device/h100_$(date +%Y%m%d).json   # or h200_...
 #
 # The device machines reach no package registry and lack pgx, mctx, cshogi, ml-collections,
 # tensorboardX and svgwrite: `make device-wheels` puts their wheels in .whl/ here, and this
