@@ -3,9 +3,9 @@
 Every other module reaches move generation through the functions here. Two cores
 sit behind them, chosen by name (``core=``, ``Rules.movegen``): ``"dense"``, the
 bit-sliced whole-board generator of ``envs.dense`` (the default; its legal mask is
-60-90x faster than pgx's on a CPU), and ``"pgx"``, pgx's own generator with its
-pawn-drop-mate bug fixed, kept as the reference the tests and benchmarks compare
-against. Both give identical results.
+60-90x faster than pgx's on a CPU), and ``"pgx"`` (``envs.pgx_core``), pgx's own
+generator through its public API, with its pawn-drop-mate bug fixed, kept as the
+reference the tests and benchmarks compare against. Both give identical results.
 
 The position is pgx's ``GameState`` (``x``), always seen from the side to move:
 ``board`` [81] int32 holds -1 for empty, 0..13 for the mover's pieces and 14..27
@@ -18,15 +18,13 @@ directions 0-9 move (up, up-left, up-right, left, right, down, down-left, down-r
 knight-left, knight-right), 10-19 the same with promotion, 20-26 drop P L N S B R G.
 """
 
-import functools
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from envs import bitplanes, dense
+from envs import bitplanes, dense, pgx_core
 
 # The standard start from black's view, and its 30 legal actions (tests/test_dense.py
 # checks both against pgx).
@@ -55,15 +53,6 @@ class GameState(NamedTuple):
     legal_action_mask: Array = jnp.asarray(np.isin(np.arange(27 * 81), _START_ACTIONS))
 
 
-@functools.cache
-def _pgx():
-    """pgx's shogi module, imported on first use by the ``"pgx"`` core (its tables are
-    computed at import, also when that happens while a function is being traced)."""
-    with jax.ensure_compile_time_eval():
-        from pgx._src.games import shogi
-
-    return shogi
-
 NUM_ACTIONS = 27 * 81
 PAWN_DROP = 20  # direction index of a pawn drop
 DROP_ACTIONS = np.arange(NUM_ACTIONS) // 81 >= PAWN_DROP  # [A] bool: the drops (directions 20-26)
@@ -75,47 +64,12 @@ unpack_board_planes = dense.unpack_board_planes  # [..., 648] uint8 -> [..., 9, 
 pack_board_planes = dense.pack_board_planes  # and back
 
 
-def legal_action_mask_pgx(x: GameState) -> Array:
-    """Legal actions of the side to move by pgx's generator: [2187] bool.
-
-    pgx's generator, with its pawn-drop-mate test replaced where it is wrong: pgx
-    lets the mated king "escape" to off-board squares (its neighbour index -1 wraps
-    to square 80), so a pawn-drop mate of a king on the edge is allowed there.
-    """
-    mask = _pgx()._legal_action_mask(x)
-    is_mate, to = _pawn_drop_mates(x)
-    index = PAWN_DROP * 81 + to
-    return mask.at[index].set(mask[index] & ~is_mate)
-
-
-def _pawn_drop_mates(x: GameState) -> tuple[Array, Array]:
-    """Would a pawn dropped in front of the enemy king mate it? -> (bool, square)."""
-    enemy_king = jnp.argmin(jnp.abs(x.board - _pgx().OPP_KING)).astype(jnp.int32)
-    has_square = enemy_king % 9 != 8  # the square in front of it (towards us) exists
-    to = jnp.where(has_square, enemy_king + 1, enemy_king)
-    # The defender's view after the drop.
-    defender = _pgx()._set_cache(_pgx()._flip(x._replace(board=x.board.at[to].set(_pgx().PAWN))))
-    pawn_square = 80 - to
-    king_square = 80 - enemy_king
-
-    def legal(from_, to_):
-        return _pgx()._is_legal_move_wo_pro(from_, to_, defender)
-
-    capturers = _pgx().CAN_MOVE_ANY[pawn_square]  # [36], -1 padded (pgx rejects from_ < 0)
-    can_capture = jax.vmap(legal, (0, None))(capturers, pawn_square).any()
-    escapes = _pgx().AROUND_IX[king_square]  # [8], -1 where off the board
-    can_escape = ((escapes >= 0) & jax.vmap(legal, (None, 0))(king_square, jnp.maximum(escapes, 0))).any()
-    return has_square & ~can_capture & ~can_escape, to
-
-
 def _pgx_analyze(x: GameState) -> tuple[Array, Array]:
-    return legal_action_mask_pgx(x), _pgx()._is_checked(_pgx()._set_cache(x))
-
-
-def _pgx_play(x: GameState, action: Array) -> GameState:
-    move = _pgx().Action._from_dlshogi_action(x, action)
-    x = jax.lax.cond(move.is_drop, _pgx()._step_drop, _pgx()._step_move, x, move)
-    return _pgx()._flip(x)
+    """pgx's legal mask with the pawn-drop mates it allows removed, and the check test."""
+    mask = pgx_core.pgx_mask(x)
+    is_mate, to = pgx_core.pawn_drop_mate(x.board)
+    index = PAWN_DROP * 81 + to
+    return mask.at[index].set(mask[index] & ~is_mate), pgx_core.in_check(x.board)
 
 
 def _dense_analyze(x: GameState) -> tuple[Array, Array]:
@@ -148,25 +102,10 @@ def _dense_play(x: GameState, action: Array) -> GameState:
     return x._replace(board=board, hand=hand)
 
 
-CORES = {"dense": (_dense_play, _dense_analyze), "pgx": (_pgx_play, _pgx_analyze)}
+CORES = {"dense": (_dense_play, _dense_analyze), "pgx": (pgx_core.play, _pgx_analyze)}
 
 
-def _squares_behind() -> np.ndarray:
-    """[8, 81, 8] int32: for a move in direction d (0-7) onto square ``to``, the squares
-    1..8 steps back along it, nearest first; 81 (off the board) past the edge."""
-    table = np.full((8, 81, 8), 81, np.int32)
-    for d, (d_file, d_rank) in enumerate(bitplanes.MOVES[:8]):
-        for to in range(81):
-            file_index, rank = divmod(to, 9)
-            for k in range(8):
-                file_index, rank = file_index - d_file, rank - d_rank
-                if not (0 <= file_index < 9 and 0 <= rank < 9):
-                    break
-                table[d, to, k] = file_index * 9 + rank
-    return table
-
-
-_BEHIND = _squares_behind()
+_BEHIND = pgx_core.squares_along(-1)[:8]  # [8, 81, 8]: the squares behind a move onto a square
 _ALWAYS_PROMOTE = (bitplanes.P, bitplanes.B, bitplanes.R)
 
 
@@ -272,7 +211,7 @@ def observe(x: GameState, core: str = "dense") -> Array:
     """
     _core(core)  # validates the name
     if core == "pgx":
-        return _pgx()._observe(x, True)
+        return pgx_core.observe(x)
     return dense.observe(x.board, x.hand)
 
 
@@ -282,6 +221,6 @@ def observe_parts(x: GameState, core: str = "dense") -> tuple[Array, Array]:
     restores them), the 57 constant ones as flags [57] bool)."""
     _core(core)
     if core == "pgx":
-        full = _pgx()._observe(x, True)
+        full = pgx_core.observe(x)
         return pack_board_planes(full[..., :BOARD_PLANES]), full[0, 0, BOARD_PLANES:]
     return dense.observe_parts(x.board, x.hand)

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from envs import dense, env, movegen, notation
+from envs import dense, env, movegen, notation, pgx_core
 from helpers import cshogi_moves, random_scattered_sfen
 
 # Positions per set: the normal suite checks 1,024 of each kind (one compiled shape),
@@ -246,3 +246,49 @@ def test_importing_the_environment_does_not_import_pgx_s_shogi():
     code = "import sys, envs.env, envs.notation, az.network; print('pgx._src.games.shogi' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "False", result.stderr[-2000:]
+
+
+# The "pgx" core's own parts (envs.pgx_core) against pgx's private functions, the oracle. -
+
+
+def test_pgx_core__tables_equal_pgx_s():
+    """``squares_along``: a square's 8 neighbours are pgx's ``AROUND_IX``, and every square a
+    piece of either side can reach it from, or go to from it, is pgx's ``CAN_MOVE_ANY``."""
+    from pgx._src.games import shogi as pgx_shogi
+
+    behind, ahead = pgx_core.squares_along(-1), pgx_core.squares_along(1)
+    around, any_move = np.asarray(pgx_shogi.AROUND_IX), np.asarray(pgx_shogi.CAN_MOVE_ANY)
+    for square in range(81):
+        assert set(ahead[:8, square, 0]) - {81} == set(around[square]) - {-1}, square
+        assert set(np.concatenate([behind[:, square].ravel(), ahead[:, square].ravel()])) - {81} == (
+            set(any_move[square]) - {-1}), square
+
+
+def test_pgx_core__check_observation_and_pawn_drop_mate_equal_pgx_s_own(crowded):
+    """What pgx's public API lacks, written in envs.pgx_core, equals pgx's private
+    functions: the check test and the observation everywhere; the pawn-drop-mate test
+    where the enemy king is off the edge (on the edge pgx's is wrong, which the dense
+    core's test against cshogi covers)."""
+    from pgx._src.games import shogi as pgx_shogi
+
+    sfens = crowded[0]
+    board, hand, color = _mover_frame_arrays(sfens)
+
+    @jax.jit
+    @jax.vmap
+    def both(board, hand, color):
+        x = movegen.GameState(board=board, hand=hand, color=color)
+        ours = (pgx_core.in_check(board), *pgx_core.pawn_drop_mate(board), pgx_core.observe(x))
+        theirs = (pgx_shogi._is_checked(pgx_shogi._set_cache(x)), *pgx_shogi._is_drop_pawn_mate(x),
+                  pgx_shogi._observe(x, True))
+        return ours, theirs
+
+    (checked, mate, square, observation), (their_checked, their_mate, their_square, their_observation) = both(
+        board, hand, color)
+    np.testing.assert_array_equal(checked, their_checked)
+    np.testing.assert_array_equal(observation, their_observation)
+    file_index, rank = np.divmod(np.argmax(board == 21, axis=1), 9)
+    inside = (file_index % 8 != 0) & (rank % 8 != 0)
+    np.testing.assert_array_equal(np.asarray(mate)[inside], np.asarray(their_mate)[inside])
+    np.testing.assert_array_equal(np.asarray(square)[inside], np.asarray(their_square)[inside])
+    assert np.asarray(checked).any() and np.asarray(mate)[inside].sum() >= 5  # not vacuous
