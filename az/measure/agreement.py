@@ -65,8 +65,8 @@ def per_position(apply_fn, params, probe: Probe, rules: env.Rules, *,
                  always_promote: bool = False) -> tuple[Array, Array, Array]:
     """(rank of the teacher's move in the policy [P] int32 (0: the top move), the policy's
     choice [P] int32, the value [P] float32). The policy is the one the search starts
-    from (``search.evaluate``, with ``always_promote`` as the run searches)."""
-    logits, value = search_lib.evaluate(apply_fn, params, probe.games, rules, always_promote=always_promote)
+    from (``search.network_forward``, with ``always_promote`` as the run searches)."""
+    logits, value = search_lib.network_forward(apply_fn, params, probe.games, rules, always_promote=always_promote)
     logits = logits.astype(jnp.float32)
     best_logit = jnp.take_along_axis(logits, probe.best[:, None], axis=1)
     # Moves strictly above the teacher's, and equal ones before it (argmax takes the first).
