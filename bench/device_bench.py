@@ -10,7 +10,8 @@ Measured, each after its compile, the median of a few timed calls (bench/device_
     network-only bound (the 6x64 forward's positions/s at that B over the n + 1 network
     calls of a ply), XLA's memory per game and the peak device memory;
   * one such search at B = 1024 with each of three loops, same card, same run: mctx's,
-    ``az.mcts``'s full tree and ``az.gumbel_tree``'s compact tree (bench/search_bench.py):
+    the full tree's (``az.search.reference``) and the compact tree's (``az.search.gumbel``)
+    (bench/search_bench.py):
     seconds, the loop's own time (search minus model), seconds with a network that costs
     nothing, the mean deepest path per simulation, XLA's temporaries + outputs per game;
   * env step + legal mask + observation of ``envs`` at B = 1024 / 4096 / 16384, and

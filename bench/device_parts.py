@@ -64,7 +64,8 @@ def bench_selfplay(p: dict):
     start = starts.make_start_fn("shogi816k", rules)
     nets = [AZNet(num_blocks=blocks, channels=channels, dtype=jnp.dtype(p["dtype"])) for blocks, channels in p["nets"]]
     params = [network_lib.init_params(net, jax.random.key(0)) for net in nets]
-    search = search_lib.make_search(nets[0].apply, rules, num_simulations=sims, max_num_considered_actions=considered)
+    search = search_lib.make_search(nets[0].apply, rules, search_lib.SearchSettings(
+        num_simulations=sims, max_num_considered_actions=considered))
     selfplay = jax.jit(selfplay_lib.make_selfplay(search, start, rules, sample_visits_plies=0, num_plies=plies,
                                                   game_budget=10**9, num_schemes=1))
     key = jax.random.key(2)
@@ -88,7 +89,7 @@ def bench_selfplay(p: dict):
 
 def bench_search(p: dict):
     """One search at the first self-play batch with each loop (bench/search_bench.py):
-    mctx's, az.mcts's full tree and the compact tree, the first network."""
+    mctx's, the full tree's (az.search.reference) and the compact tree, the first network."""
     sims, considered, _ = p["selfplay"]
     batch, (blocks, channels) = p["batches"][0], p["nets"][0]
     c = search_bench.compare(batch=batch, simulations=sims, considered=considered, blocks=blocks, channels=channels,

@@ -11,7 +11,7 @@ already computed (``pgx_observation``: its 62 board planes packed to bytes, the 
 constant planes read at one square) rather than observing again with our env, so pgx's
 loop pays for its own observation, once, plus a few byte operations. Prints
 positions/s of each and the ratio (target: ours >= 1.0x), the same self-play with
-Gumbel on the full [B, N, A] tree (``make_search(full_tree=True)``, the loop before the
+Gumbel on the full [B, N, A] tree (``make_reference_search``, the loop before the
 compact tree; target: the compact tree not slower), the split of our time between env,
 network and search, and the search-tree memory per game of each.
 ``--quick`` runs tiny sizes as a smoke test (tests/test_bench.py).
@@ -101,8 +101,9 @@ def main(argv=None) -> int:
     track = selfplay_lib.init_resign(key, b, threshold=-0.9, no_resign_fraction=0.1)
     searches, selfplays, compiles = {}, {}, {}
     for full_tree in (False, True):
-        searches[full_tree] = search_lib.make_search(net.apply, rules, algorithm="gumbel", num_simulations=n,
-                                                     max_num_considered_actions=considered, full_tree=full_tree)
+        make = search_lib.make_reference_search if full_tree else search_lib.make_search
+        searches[full_tree] = make(net.apply, rules, search_lib.SearchSettings(
+            algorithm="gumbel", num_simulations=n, max_num_considered_actions=considered))
         selfplays[full_tree] = jax.jit(selfplay_lib.make_selfplay(
             searches[full_tree], start, rules, sample_visits_plies=0, num_plies=t, game_budget=10**9, num_schemes=1))
         compile_start = time.perf_counter()
@@ -137,9 +138,9 @@ def main(argv=None) -> int:
     # Where our time goes: one env step and one network evaluation per simulation.
     step = jax.jit(jax.vmap(lambda s, a: env.step(s, a, rules)))
     actions = jnp.argmax(games.legal_action_mask, axis=-1)
-    evaluate = jax.jit(lambda p, g: search_lib.evaluate(net.apply, p, g, rules))
+    forward = jax.jit(lambda p, g: search_lib.network_forward(net.apply, p, g, rules))
     env_s = median_seconds(lambda: step(games, actions), p["repeats"] + 2)
-    net_s = median_seconds(lambda: evaluate(params, games), p["repeats"] + 2)
+    net_s = median_seconds(lambda: forward(params, games), p["repeats"] + 2)
     per_ply = ours_s / t
     env_share = min(1.0, env_s * (n + 1) / per_ply)
     net_share = min(1.0 - env_share, net_s * (n + 1) / per_ply)

@@ -120,7 +120,7 @@ def plan(config, topology: str) -> int:
     print(f"iteration temporaries per chip, {chips} chips / 1 chip: {temps[f'{chips} chips'] / max(temps['1 chip'], 1):.2f}")
 
     device = devices[0]
-    rules = search_lib.rules_from_config(config)
+    rules = search_lib.rules_from_config(config.env)
     games = on(device, jax.tree.map(lambda a: a, one.abstract_state.games))
     actions = jax.ShapeDtypeStruct((b,), np.int32, sharding=SingleDeviceSharding(device))
     net = network_lib.make_network(config.model)

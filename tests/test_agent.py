@@ -186,7 +186,7 @@ def test_the_agent_plays_a_pawn_bishop_or_rook_promoted_where_its_network_prefer
     bias = params["params"]["policy_bias"]
     params["params"]["policy_bias"] = bias.at[plain].set(50.0).at[promoted].set(-50.0)
     games = agent_lib.stack_states([state] * len(sfens))  # the guard's step and mate programs' batch
-    logits, _ = search_lib.evaluate(network.apply, params, games, rules)
+    logits, _ = search_lib.network_forward(network.apply, params, games, rules)
     assert int(np.argmax(np.asarray(logits)[0])) == plain
     agent = agent_lib.Agent(config=config, params=params, step=0, name="plain-minded", programs=programs)
     result = agent.search(0, batch=len(sfens), history=rules.history)(params, jax.random.PRNGKey(1), games)

@@ -101,8 +101,8 @@ def test_env_bench__quick_run_reports_every_measurement():
 @pytest.mark.slow
 def test_search_bench__quick_run_times_three_loops():
     out = _run_quick("search_bench.py")
-    rows = dict(re.findall(r"^(mctx loop|az\.mcts|compact tree) +(\d.*)$", out, re.M))
-    assert list(rows) == ["mctx loop", "az.mcts", "compact tree"], out
+    rows = dict(re.findall(r"^(mctx loop|full tree|compact tree) +(\d.*)$", out, re.M))
+    assert list(rows) == ["mctx loop", "full tree", "compact tree"], out
     seconds = {}
     for label, row in rows.items():
         fields = re.fullmatch(r"([\d.]+) s +([\d.]+) s +([\d.]+) s +[\d.]+ s +([\d.]+) +([\d.,]+)", row.strip())
@@ -111,10 +111,10 @@ def test_search_bench__quick_run_times_three_loops():
         assert search_s > 0 and own_s > 0 and free_s > 0 and kib > 0
         assert 1 <= deepest <= 4  # n = 4: each simulation expands a node 1 to 4 plies deep
         seconds[label] = search_s, own_s, free_s
-    pairs = re.findall(r"^(az\.mcts|compact tree) vs (mctx loop|az\.mcts): search ([\d.]+)x, own ([\d.]+)x, "
+    pairs = re.findall(r"^(full tree|compact tree) vs (mctx loop|full tree): search ([\d.]+)x, own ([\d.]+)x, "
                        r"free net ([\d.]+)x faster$", out, re.M)
-    assert [pair[:2] for pair in pairs] == [("az.mcts", "mctx loop"), ("compact tree", "mctx loop"),
-                                            ("compact tree", "az.mcts")]
+    assert [pair[:2] for pair in pairs] == [("full tree", "mctx loop"), ("compact tree", "mctx loop"),
+                                            ("compact tree", "full tree")]
     for name, base, *ratios in pairs:
         for ratio, base_s, name_s in zip(ratios, seconds[base], seconds[name]):
             _assert_ratio(float(ratio), base_s, name_s)
@@ -240,7 +240,7 @@ def test_device_bench__quick_run_writes_every_row(tmp_path):
     assert selfplay["bound_per_s"] == pytest.approx(forward["per_s"] / 5)
     assert selfplay["of_bound"] == pytest.approx(selfplay["per_s"] / selfplay["bound_per_s"])
     searches = [row for row in rows if row["what"].startswith("search")]
-    assert [row["what"] for row in searches] == ["search 1x8, mctx loop", "search 1x8, az.mcts",
+    assert [row["what"] for row in searches] == ["search 1x8, mctx loop", "search 1x8, full tree",
                                                  "search 1x8, compact tree"]
     for row in searches:
         assert row["free_s"] > 0 and row["bytes_per_game"] > 0 and 1 <= row["deepest_path"] <= 4

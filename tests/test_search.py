@@ -70,10 +70,8 @@ def init_params(seed: int):
 
 
 def make_gumbel_search():
-    return search_lib.make_search(
-        NET.apply, RULES, algorithm="gumbel", num_simulations=N, max_num_considered_actions=M, gumbel_scale=0.0,
-        pv_length=3,
-    )
+    return search_lib.make_search(NET.apply, RULES, search_lib.SearchSettings(
+        algorithm="gumbel", num_simulations=N, max_num_considered_actions=M, gumbel_scale=0.0, pv_length=3))
 
 
 @pytest.fixture(scope="module")
@@ -137,11 +135,12 @@ def test_pv__starts_with_the_move_and_ends_where_the_game_does(gumbel_search, ga
     np.testing.assert_array_equal(pv[:, 1:], -1)  # the move mates: no reply in the tree
 
 
-@pytest.mark.slow  # its own compile (~40 s); PUCT's loop is checked fast against mctx (tests/test_mcts.py)
+@pytest.mark.slow  # its own compile (~40 s); PUCT's loop is checked fast against mctx (tests/test_search_loops.py)
 def test_search__puct_returns_a_legal_action_and_weights_on_legal_moves():
     positions = [shogi.from_sfen(s, RULES) for s in (*SFENS, shogi.STARTPOS_SFEN)]
     batch = stack(positions)
-    search = jax.jit(search_lib.make_search(NET.apply, RULES, algorithm="puct", num_simulations=16))
+    search = jax.jit(search_lib.make_search(NET.apply, RULES, search_lib.SearchSettings(algorithm="puct",
+                                                                                        num_simulations=16)))
     out = search(init_params(0), jax.random.key(3), batch)
     assert np.asarray(out.noise_tv).min() > 0.05  # AlphaZero's root noise, over legal moves
     legal = np.asarray(batch.legal_action_mask)
@@ -161,14 +160,28 @@ def test_search__puct_returns_a_legal_action_and_weights_on_legal_moves():
 
 def test_make_search__rejects_an_unknown_algorithm():
     with pytest.raises(ValueError, match="search.algorithm"):
-        search_lib.make_search(NET.apply, RULES, algorithm="alphabeta", num_simulations=4)
+        search_lib.make_search(NET.apply, RULES, search_lib.SearchSettings(algorithm="alphabeta", num_simulations=4))
+
+
+def test_settings_from_config__reads_config_search_and_takes_overrides():
+    from configs import default
+
+    search_config = default.get_config().search
+    settings, knowledge = search_lib.settings_from_config(search_config, num_simulations=3, gumbel_scale=0.0,
+                                                          pv_length=2, always_promote=True)
+    assert (settings.num_simulations, settings.gumbel_scale, settings.pv_length) == (3, 0.0, 2)
+    assert settings.max_num_considered_actions == search_config.max_num_considered_actions
+    assert knowledge.always_promote and knowledge.history_window == search_config.history_window
+    with pytest.raises(TypeError, match="unknown settings"):
+        search_lib.settings_from_config(search_config, full_tree=True)
 
 
 @pytest.mark.slow  # a compile of its own (~20 s); no preset searches with 0 simulations
 def test_search__zero_simulations_plays_the_priors_best_legal_move(games):
     params = init_params(0)
-    out = jax.jit(search_lib.make_search(NET.apply, RULES, num_simulations=0))(params, jax.random.key(0), games)
-    logits, value = search_lib.evaluate(NET.apply, params, games, RULES)
+    search = search_lib.make_search(NET.apply, RULES, search_lib.SearchSettings(num_simulations=0))
+    out = jax.jit(search)(params, jax.random.key(0), games)
+    logits, value = search_lib.network_forward(NET.apply, params, games, RULES)
     np.testing.assert_array_equal(np.asarray(out.action), np.asarray(logits).argmax(-1))
     assert np.asarray(games.legal_action_mask)[np.arange(2), np.asarray(out.action)].all()
     np.testing.assert_allclose(np.asarray(out.root_value), np.asarray(value), rtol=1e-5)
@@ -222,14 +235,15 @@ WIDE_SFENS = (
 
 
 @pytest.mark.slow  # two compiles of a real search (~2 minutes on a 2-core CPU)
-def test_gumbel_tree__same_search_as_the_full_tree_on_positions_with_drops():
+def test_compact_tree__same_search_as_the_full_tree_on_positions_with_drops():
     for sfen in WIDE_SFENS:
         board = cshogi.Board(sfen)
         assert len(list(board.legal_moves)) > 100
         assert any(cshogi.move_is_drop(m) for m in board.legal_moves)
     games = stack([shogi.from_sfen(s, RULES) for s in (shogi.STARTPOS_SFEN, *WIDE_SFENS)])
-    compact, full = (jax.jit(search_lib.make_search(NET.apply, RULES, num_simulations=48, max_num_considered_actions=8,
-                                                    pv_length=4, full_tree=full_tree)) for full_tree in (False, True))
+    settings = search_lib.SearchSettings(num_simulations=48, max_num_considered_actions=8, pv_length=4)
+    compact, full = (jax.jit(make(NET.apply, RULES, settings))
+                     for make in (search_lib.make_search, search_lib.make_reference_search))
     for seed in range(2):
         params, key = init_params(seed), jax.random.key(seed)
         got, expected = compact(params, key, games), full(params, key, games)
@@ -243,9 +257,11 @@ def test_gumbel_tree__same_search_as_the_full_tree_on_positions_with_drops():
 
 
 def test_considered_drops__needs_the_gumbel_search_on_the_compact_tree():
-    for kwargs in (dict(algorithm="puct"), dict(full_tree=True)):
+    knowledge = search_lib.ShogiKnowledge(considered_drops=2)
+    for make, algorithm in ((search_lib.make_search, "puct"), (search_lib.make_reference_search, "gumbel")):
         with pytest.raises(ValueError, match="considered_drops=2 needs the Gumbel search on the compact tree"):
-            search_lib.make_search(NET.apply, RULES, num_simulations=4, considered_drops=2, **kwargs)
+            make(NET.apply, RULES, search_lib.SearchSettings(algorithm=algorithm, num_simulations=4),
+                 knowledge=knowledge)
 
 
 @pytest.mark.slow  # a compile of its own (~20 s)
@@ -259,11 +275,13 @@ def test_considered_drops__the_root_searches_drops_its_prior_ranks_last():
         return logits.reshape(logits.shape[0], -1) - 30.0 * drops, value
 
     games = stack([shogi.from_sfen(s, RULES) for s in WIDE_SFENS])
-    search = jax.jit(search_lib.make_search(apply_without_drops, RULES, num_simulations=16,
-                                            max_num_considered_actions=8, gumbel_scale=0.0, considered_drops=2))
+    search = jax.jit(search_lib.make_search(
+        apply_without_drops, RULES, search_lib.SearchSettings(num_simulations=16, max_num_considered_actions=8,
+                                                              gumbel_scale=0.0),
+        knowledge=search_lib.ShogiKnowledge(considered_drops=2)))
     params = init_params(0)
     visits = np.asarray(search(params, jax.random.key(0), games).visit_counts)
-    logits = np.asarray(search_lib.evaluate(apply_without_drops, params, games, RULES)[0])
+    logits = np.asarray(search_lib.network_forward(apply_without_drops, params, games, RULES)[0])
     legal = np.asarray(games.legal_action_mask)
     for row in range(len(WIDE_SFENS)):
         drop_logits = np.where(legal[row] & movegen.DROP_ACTIONS, logits[row], -np.inf)
@@ -290,7 +308,7 @@ NOISE_SFENS = {  # positions with about 20, 80 and 150 legal moves
 
 NOISE_SAMPLES = 4000
 # Compiled once for all three positions (the same shapes).
-_noise_logits = jax.jit(lambda params, games: search_lib.evaluate(NET.apply, params, games, RULES)[0])
+_noise_logits = jax.jit(lambda params, games: search_lib.network_forward(NET.apply, params, games, RULES)[0])
 _noisy_priors = jax.jit(lambda key, logits, legal: jax.vmap(
     lambda k: search_lib.with_dirichlet_noise(k, logits, legal, alpha=0.15, fraction=0.25)
 )(jax.random.split(key, NOISE_SAMPLES)))
@@ -357,8 +375,8 @@ def test_always_promote__plain_twins_leave_the_search_and_give_their_prior_to_th
         assert {usi for usi, a in actions.items() if searched[i, a]} == set(actions) - twin_moves[i]
 
     params = init_params(3)
-    plain, _ = search_lib.evaluate(NET.apply, params, games, RULES)
-    folded, _ = search_lib.evaluate(NET.apply, params, games, RULES, always_promote=True)
+    plain, _ = search_lib.network_forward(NET.apply, params, games, RULES)
+    folded, _ = search_lib.network_forward(NET.apply, params, games, RULES, always_promote=True)
     plain, folded, twins = np.asarray(plain), np.asarray(folded), np.asarray(twins)
     lowest = np.finfo(folded.dtype).min
     rows, cols = np.nonzero(twins)
@@ -371,8 +389,9 @@ def test_always_promote__plain_twins_leave_the_search_and_give_their_prior_to_th
     np.testing.assert_array_equal(folded[untouched], plain[untouched])
 
     for n in (0, N):
-        search = jax.jit(search_lib.make_search(NET.apply, RULES, num_simulations=n, max_num_considered_actions=M,
-                                                gumbel_scale=0.0, always_promote=True))
+        settings = search_lib.SearchSettings(num_simulations=n, max_num_considered_actions=M, gumbel_scale=0.0)
+        search = jax.jit(search_lib.make_search(NET.apply, RULES, settings,
+                                                knowledge=search_lib.ShogiKnowledge(always_promote=True)))
         out = search(params, jax.random.key(0), games)
         assert not twins[np.arange(3), np.asarray(out.action)].any()
         assert np.asarray(out.visit_counts)[twins].sum() == 0

@@ -30,7 +30,8 @@ def test_selfplay__a_start_already_over_is_scored_not_played(tmp_path):
     book.write_text(f"{MATED}\n{DECLARES}\n", encoding="utf-8")
     rules = env.Rules(max_length=16, history=17)
     start = starts.make_start_fn(f"book({book})", rules)
-    search = search_lib.make_search(NET.apply, rules, num_simulations=2, max_num_considered_actions=2)
+    search = search_lib.make_search(NET.apply, rules, search_lib.SearchSettings(num_simulations=2,
+                                                                                max_num_considered_actions=2))
     games_, plies_ = 4, 4
     selfplay = jax.jit(selfplay_lib.make_selfplay(
         search, start, rules, sample_visits_plies=0, num_plies=plies_, game_budget=100, num_schemes=1))

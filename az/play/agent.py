@@ -55,7 +55,7 @@ class Agent:
 
     @functools.cached_property
     def rules(self) -> env.Rules:
-        return search_lib.rules_from_config(self.config)
+        return search_lib.rules_from_config(self.config.env)
 
     @functools.cached_property
     def program(self) -> str:
@@ -106,8 +106,9 @@ class Agent:
         fixed here is in ``program``). The root's mate in one is a program of its own,
         compiled once for every simulation count (it is most of a small search's compile)."""
         return search_lib.search_from_config(
-            self.config,
-            rules=self._playing_rules(history, max_length),
+            self.config.search,
+            self.network.apply,
+            self._playing_rules(history, max_length),
             algorithm="gumbel",
             num_simulations=num_simulations,
             gumbel_scale=0.0,

@@ -61,7 +61,8 @@ class Trainer(NamedTuple):
 def _make_selfplay(config: ml_collections.ConfigDict, rules, spec: starts.StartSpec, start) -> Callable:
     """Self-play of the config: the search, playout caps, resignation and the mate guard."""
     def make_search(num_simulations: int):
-        return search_lib.search_from_config(config, rules=rules, num_simulations=num_simulations)
+        return search_lib.search_from_config(config.search, network_lib.make_network(config.model).apply, rules,
+                                             num_simulations=num_simulations)
 
     p = config.selfplay
     capped = p.full_search_fraction < 1
@@ -221,7 +222,7 @@ def _make_teacher(config: ml_collections.ConfigDict, apply_fn, rules, mesh: Mesh
 
 def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
     config_lib.validate(config, mesh.size)
-    rules = search_lib.rules_from_config(config)
+    rules = search_lib.rules_from_config(config.env)
     spec = starts.parse_start(config.env.start)
     start = starts.make_start_fn(spec, rules)
     net = network_lib.make_network(config.model)

@@ -1,5 +1,12 @@
-"""The batched search loop under ``az.search``: mctx's tree, selection rules and
-q-transforms, with a backward pass that walks all B paths together.
+"""PUCT (AlphaZero) on mctx's full tree, and the batched loop that runs a search on it.
+
+``search`` is the loop: ``num_simulations`` simulations on mctx's ``Tree`` ([B, N, A]
+edge arrays) with any of mctx's selection rules. It knows no game: a root's prior
+logits [B, A], value [B], embedding [B, ...], ``invalid_actions`` [B, A] and a
+``recurrent_fn`` (mctx's contract). ``puct`` is ``mctx.muzero_policy`` on it; Gumbel
+MuZero runs on ``az.search.gumbel``'s compact tree in production, and on this loop as
+``az.search.reference``'s reference. PUCT needs the full tree: its tie-breaking noise
+can send a visit to any action.
 
 mctx's own loop (``mctx.search``) backs values up with ``vmap`` of a ``while_loop``.
 A batched while loop runs until the longest path is done and, on every level, selects
@@ -10,12 +17,11 @@ H100; on a 2-core CPU a search at B = 256 took 6.4 s with mctx's loop and 1.0 s 
 this one (with a network that costs nothing). Here a level is one scatter of B values.
 
 Everything else follows mctx step for step, with the same random keys, so the trees
-and the policies are those of ``mctx.gumbel_muzero_policy`` and ``mctx.muzero_policy``
-(tests/test_mcts.py compares them). ``az.search`` runs PUCT here; Gumbel MuZero runs on
-``az.gumbel_tree``'s compact tree, and ``gumbel_muzero`` here is its reference.
+and the policies are those of ``mctx.muzero_policy`` and ``mctx.gumbel_muzero_policy``
+(tests/test_search_loops.py compares them).
 
 Shapes: B roots, A actions, N = num_simulations + 1 nodes (node i is expanded by
-simulation i; node 0 is the root).
+simulation i; node 0 is the root), L = a principal variation's length.
 """
 
 import functools
@@ -26,8 +32,9 @@ import jax.numpy as jnp
 import mctx
 from jax import Array
 
+from az.search.gumbel import mask_invalid
+
 Tree = mctx.Tree
-VALUE_SCALE = 0.1  # c_scale of the completed Q: mctx.qtransform_completed_by_mix_value's default
 
 
 def search(
@@ -61,55 +68,6 @@ def search(
 
     tree = _new_tree(root, num_simulations, invalid_actions, extra_data)
     return jax.lax.fori_loop(0, num_simulations, simulation, (rng_key, tree))[1]
-
-
-def gumbel_muzero(
-    params: Any,
-    rng_key: Array,
-    root: mctx.RootFnOutput,
-    recurrent_fn: mctx.RecurrentFn,
-    *,
-    num_simulations: int,
-    invalid_actions: Array,
-    max_num_considered_actions: int = 16,
-    gumbel_scale: float = 1.0,
-    value_scale: float = VALUE_SCALE,
-) -> mctx.PolicyOutput:
-    """Gumbel MuZero (sequential halving at the root): ``mctx.gumbel_muzero_policy`` on
-    this loop. action [B] int32, action_weights [B, A] (the improved policy).
-    ``value_scale``: ``mctx.qtransform_completed_by_mix_value``'s."""
-    qtransform = functools.partial(mctx.qtransform_completed_by_mix_value, value_scale=value_scale)
-    root = root.replace(prior_logits=mask_invalid(root.prior_logits, invalid_actions))
-    rng_key, gumbel_key = jax.random.split(rng_key)
-    gumbel = gumbel_scale * jax.random.gumbel(gumbel_key, root.prior_logits.shape, root.prior_logits.dtype)
-    tree = search(
-        params,
-        rng_key,
-        root=root,
-        recurrent_fn=recurrent_fn,
-        root_action_selection_fn=functools.partial(
-            mctx.gumbel_muzero_root_action_selection,
-            num_simulations=num_simulations,
-            max_num_considered_actions=max_num_considered_actions,
-            qtransform=qtransform,
-        ),
-        interior_action_selection_fn=functools.partial(
-            mctx.gumbel_muzero_interior_action_selection, qtransform=qtransform
-        ),
-        num_simulations=num_simulations,
-        invalid_actions=invalid_actions,
-        extra_data=mctx.GumbelMuZeroExtraData(root_gumbel=gumbel),
-    )
-    visits = tree.summary().visit_counts
-    completed_q = jax.vmap(qtransform, in_axes=(0, None))(tree, Tree.ROOT_INDEX)
-    # The final choice of sequential halving: among the actions with the most visits,
-    # the best gumbel + logit + completed Q.
-    logits = root.prior_logits - jnp.max(root.prior_logits, axis=-1, keepdims=True)
-    most_visited = visits == jnp.max(visits, axis=-1, keepdims=True)
-    score = jnp.maximum(-1e9, gumbel + logits + completed_q) + jnp.where(most_visited, 0.0, -jnp.inf)
-    action = jnp.argmax(jnp.where(invalid_actions, -jnp.inf, score), axis=-1).astype(jnp.int32)
-    weights = jax.nn.softmax(mask_invalid(root.prior_logits + completed_q, invalid_actions))
-    return mctx.PolicyOutput(action=action, action_weights=weights, search_tree=tree)
 
 
 def puct(
@@ -151,11 +109,41 @@ def puct(
     return mctx.PolicyOutput(action=action, action_weights=summary.visit_probs, search_tree=tree)
 
 
-def mask_invalid(logits: Array, invalid_actions: Array) -> Array:
-    """[B, A]: shifted to a maximum of 0, invalid actions the lowest finite logit (a
-    root with no valid action still has a softmax)."""
-    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
-    return jnp.where(invalid_actions, jnp.finfo(logits.dtype).min, logits)
+def principal_variation(tree: Tree, action: Array, length: int) -> Array:
+    """[B, L]: ``action``, then the most visited child at each node; -1 once a node is
+    unexpanded or its game has ended (the transition into it has discount 0, the
+    recurrent fn's mark of a finished game)."""
+    batch = jnp.arange(action.shape[0])
+    actions = [action]
+    child = tree.children_index[batch, 0, action]
+    discount = tree.children_discounts[batch, 0, action]
+    for _ in range(length - 1):
+        ok = (child >= 0) & (discount != 0)
+        node = jnp.maximum(child, 0)
+        visits = tree.children_visits[batch, node]
+        best = jnp.argmax(visits, axis=-1).astype(action.dtype)
+        ok &= visits[batch, best] > 0
+        actions.append(jnp.where(ok, best, -1))
+        child = jnp.where(ok, tree.children_index[batch, node, best], -1)
+        discount = tree.children_discounts[batch, node, best]
+    return jnp.stack(actions, axis=1)
+
+
+def with_dirichlet_noise(rng_key: Array, logits: Array, legal: Array, *, alpha: float, fraction: float):
+    """AlphaZero's root exploration: ``(1 - fraction) * prior + fraction * Dir(alpha)``
+    with the Dirichlet over the legal moves only.
+
+    (mctx's ``muzero_policy`` spreads its noise over all A actions and masks afterwards,
+    so only about L/A of it reaches the L legal moves.) Returns the noisy logits [B, A]
+    (illegal ones lowest) and the total variation [B] by which the prior moved.
+    """
+    prior = jax.nn.softmax(logits, axis=-1)
+    log_gamma = jax.random.loggamma(rng_key, alpha, logits.shape)  # stable for small alpha
+    noise = jax.nn.softmax(jnp.where(legal, log_gamma, -jnp.inf), axis=-1)
+    noisy = (1.0 - fraction) * prior + fraction * noise
+    total_variation = 0.5 * jnp.abs(noisy - prior).sum(axis=-1)
+    lowest = jnp.finfo(logits.dtype).min
+    return jnp.where(legal, jnp.log(jnp.maximum(noisy, jnp.finfo(noisy.dtype).tiny)), lowest), total_variation
 
 
 def _root_or_interior(root_fn, interior_fn):

@@ -1,5 +1,9 @@
 """Gumbel MuZero on a compact tree: K children per node instead of all A actions.
 
+The loop of ``az.search``'s Gumbel search. It knows no game: it takes the root's prior
+logits [B, A], value [B], embedding [B, ...] and ``invalid_actions`` [B, A], and a
+``recurrent_fn`` (mctx's contract) that steps an embedding and evaluates the child.
+
 Gumbel MuZero visits few children of any node, in an order known in advance:
 - the root only visits its ``max_num_considered_actions`` (m) best actions by
   gumbel + logit (sequential halving never leaves them);
@@ -19,27 +23,27 @@ the descent; the descent is one batched loop over depth that selects among K slo
 per level; the backward pass is one associative scan over the path and one scatter,
 with no loop.
 
-The search is mctx's (``az.mcts.gumbel_muzero``, itself ``mctx.gumbel_muzero_policy``)
-with the same random keys: tests/test_mcts.py compares action, visits and policy.
-Sums over the visited children run over K slots instead of A actions, and the
-improved policy's normaliser is summed per slot, so values agree to float rounding;
-a different choice needs two scores within rounding of each other.
+The search is mctx's (``mctx.gumbel_muzero_policy``, and
+``az.search.reference.full_tree_gumbel_muzero`` on the full tree) with the same random
+keys: tests/test_search_loops.py compares action, visits and policy. Sums over the
+visited children run over K slots instead of A actions, and the improved policy's
+normaliser is summed per slot, so values agree to float rounding; a different choice
+needs two scores within rounding of each other.
 
 Shapes: B roots, A actions, N = num_simulations + 1 nodes (node i is expanded by
 simulation i; node 0 is the root), K slots per node, M = min(m, A) root slots.
 """
 
-import functools
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import mctx
 from jax import Array
-from mctx._src import seq_halving
 
-from az.mcts import VALUE_SCALE, mask_invalid
+from az.search.halving import considered_visits_table
 
+VALUE_SCALE = 0.1  # c_scale of the completed Q: mctx.qtransform_completed_by_mix_value's default
 UNVISITED = -1  # children_index of a slot whose child is not expanded
 NO_PARENT = -1
 MAXVISIT_INIT, RESCALE_EPSILON = 50.0, 1e-8  # mctx.qtransform_completed_by_mix_value's defaults
@@ -71,6 +75,13 @@ class CompactTree(NamedTuple):
 def num_slots(num_actions: int, num_simulations: int, max_num_considered_actions: int) -> int:
     """K: the most distinct children any node of a Gumbel search can have."""
     return max(1, min(num_actions, max(max_num_considered_actions, num_simulations - 1)))
+
+
+def mask_invalid(logits: Array, invalid_actions: Array) -> Array:
+    """[B, A]: shifted to a maximum of 0, invalid actions the lowest finite logit (a
+    root with no valid action still has a softmax)."""
+    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
+    return jnp.where(invalid_actions, jnp.finfo(logits.dtype).min, logits)
 
 
 def gumbel_muzero(
@@ -111,13 +122,13 @@ def gumbel_muzero(
                                                           num_reserved)
     tree = _new_tree(root.replace(prior_logits=prior_logits), gumbel, invalid_actions, num_simulations, k,
                      min(max_num_considered_actions, num_actions), lift)
-    table = jnp.asarray(seq_halving.get_table_of_considered_visits(max_num_considered_actions, num_simulations))
+    table = jnp.asarray(considered_visits_table(max_num_considered_actions, num_simulations))
     num_valid = jnp.sum(~invalid_actions, axis=-1)
     considered = table[jnp.minimum(max_num_considered_actions, num_valid)]  # [B, n]
 
     def simulation(index, carry):
         rng_key, tree = carry
-        rng_key, _, expand_key = jax.random.split(rng_key, 3)  # az.mcts's split: descent, expansion
+        rng_key, _, expand_key = jax.random.split(rng_key, 3)  # the full tree's split: descent, expansion
         slot = _select_root(tree, considered[:, index], value_scale)
         path, depth, parent, slot = _descend(tree, slot, max_depth=num_simulations, value_scale=value_scale)
         child = tree.children_index[rows, parent, slot].astype(jnp.int32)
@@ -161,14 +172,15 @@ def summarize(tree: CompactTree) -> RootSummary:
 def principal_variation(tree: CompactTree, action: Array, length: int) -> Array:
     """[B, length]: ``action``, then the most visited child at each node (the lowest
     action among equals, as an argmax over actions); -1 once a node is unexpanded or
-    its game has ended."""
+    its game has ended (the transition into it has discount 0, the recurrent fn's
+    mark of a finished game)."""
     rows = jnp.arange(action.shape[0])
     num_actions = tree.root_invalid_actions.shape[-1]
     at_root = tree.children_actions[:, 0] == action[:, None]
     child = jnp.max(jnp.where(at_root, tree.children_index[:, 0], UNVISITED), axis=-1).astype(jnp.int32)
     actions = [action]
     for _ in range(length - 1):
-        ok = (child >= 0) & ~tree.embeddings.done[rows, jnp.maximum(child, 0)]
+        ok = (child >= 0) & (tree.discounts[rows, jnp.maximum(child, 0)] != 0)
         node = jnp.maximum(child, 0)
         visits, _ = _children(tree, node)
         top = visits == jnp.max(visits, axis=-1, keepdims=True)

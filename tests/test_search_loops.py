@@ -1,6 +1,8 @@
-"""``az.mcts`` and ``az.gumbel_tree``: the same trees and policies as mctx's own loop,
-without its per-level copies of the [B, N, A] arrays (az.mcts) or without [B, N, A]
-arrays at all (az.gumbel_tree, K children per node).
+"""The search loops: the same trees and policies as mctx's own loop, without its
+per-level copies of the [B, N, A] arrays (``az.search.puct``'s loop, which also runs
+``az.search.reference``) or without [B, N, A] arrays at all (``az.search.gumbel``'s
+compact tree, K children per node); and sequential halving's schedule
+(``az.search.halving``) as mctx's.
 
 The model is synthetic and cheap to compile: a node's embedding is a random key, each
 action's child draws its prior, value, reward and whether the game ended from it, so
@@ -16,7 +18,7 @@ import mctx
 import numpy as np
 import pytest
 
-from az import gumbel_tree, mcts
+from az.search import gumbel, halving, puct, reference
 
 B, A, N = 8, 12, 24  # roots, actions, simulations
 
@@ -53,23 +55,23 @@ def make_root(num_actions=A):
 PARAMS = jnp.float32(2.0)
 POLICIES = {
     "gumbel": (
-        lambda key, root, invalid: mcts.gumbel_muzero(PARAMS, key, root, recurrent_fn, num_simulations=N,
-                                                      invalid_actions=invalid, max_num_considered_actions=4),
+        lambda key, root, invalid: reference.full_tree_gumbel_muzero(
+            PARAMS, key, root, recurrent_fn, num_simulations=N, invalid_actions=invalid, max_num_considered_actions=4),
         lambda key, root, invalid: mctx.gumbel_muzero_policy(PARAMS, key, root, recurrent_fn, num_simulations=N,
                                                              invalid_actions=invalid, max_num_considered_actions=4),
     ),
     # c_scale 1.0 (mctx's default is 0.1): Q outweighs the prior.
     "gumbel_value_scale": (
-        lambda key, root, invalid: mcts.gumbel_muzero(PARAMS, key, root, recurrent_fn, num_simulations=N,
-                                                      invalid_actions=invalid, max_num_considered_actions=4,
-                                                      value_scale=1.0),
+        lambda key, root, invalid: reference.full_tree_gumbel_muzero(
+            PARAMS, key, root, recurrent_fn, num_simulations=N, invalid_actions=invalid, max_num_considered_actions=4,
+            value_scale=1.0),
         lambda key, root, invalid: mctx.gumbel_muzero_policy(
             PARAMS, key, root, recurrent_fn, num_simulations=N, invalid_actions=invalid, max_num_considered_actions=4,
             qtransform=functools.partial(mctx.qtransform_completed_by_mix_value, value_scale=1.0)),
     ),
     "puct": (
-        lambda key, root, invalid: mcts.puct(PARAMS, key, root, recurrent_fn, num_simulations=N,
-                                               invalid_actions=invalid),
+        lambda key, root, invalid: puct.puct(PARAMS, key, root, recurrent_fn, num_simulations=N,
+                                             invalid_actions=invalid),
         lambda key, root, invalid: mctx.muzero_policy(PARAMS, key, root, recurrent_fn, num_simulations=N,
                                                       invalid_actions=invalid, dirichlet_fraction=0.0),
     ),
@@ -84,7 +86,7 @@ def compiled(request):
     return request.param, [jax.jit(fn).lower(key, root, invalid).compile() for fn in POLICIES[request.param]]
 
 
-def test_mcts__same_tree_and_policy_as_mctx(compiled):
+def test_full_tree__same_tree_and_policy_as_mctx(compiled):
     name, (ours, theirs) = compiled
     root, invalid = make_root()
     for seed in range(3):
@@ -115,7 +117,7 @@ def loop_copies_of_edge_arrays(compiled) -> int:
     return len(re.findall(rf"\S+{shape}\S* copy\(", hlo)) - len(re.findall(rf"\S+{shape}\S* copy\(", entry))
 
 
-def test_mcts__loop_copies_no_tree_sized_array(compiled):
+def test_full_tree__loop_copies_no_tree_sized_array(compiled):
     """mctx's batched backward copies visit and value arrays on every level; ours writes
     B values per level in place."""
     name, (ours, theirs) = compiled
@@ -136,12 +138,12 @@ def compact_and_mctx():
     model = functools.partial(recurrent_fn, num_actions=WIDE)
     kw = dict(num_simulations=N_WIDE, max_num_considered_actions=M_WIDE)
     root, invalid = make_root(WIDE)
-    fns = (lambda k, r, i: gumbel_tree.gumbel_muzero(PARAMS, k, r, model, invalid_actions=i, **kw),
+    fns = (lambda k, r, i: gumbel.gumbel_muzero(PARAMS, k, r, model, invalid_actions=i, **kw),
            lambda k, r, i: mctx.gumbel_muzero_policy(PARAMS, k, r, model, invalid_actions=i, **kw))
     return [jax.jit(fn).lower(jax.random.key(0), root, invalid).compile() for fn in fns]
 
 
-def test_gumbel_tree__same_search_as_mctx(compact_and_mctx):
+def test_compact_tree__same_search_as_mctx(compact_and_mctx):
     ours, theirs = compact_and_mctx
     num_actions, sims = WIDE, N_WIDE
     root, invalid = make_root(num_actions)
@@ -150,7 +152,7 @@ def test_gumbel_tree__same_search_as_mctx(compact_and_mctx):
         got, expected = ours(key, root, invalid), theirs(key, root, invalid)
         tree, tree_expected = got.search_tree, expected.search_tree
         assert tree.num_slots == min(num_actions, sims - 1)
-        summary, summary_expected = gumbel_tree.summarize(tree), tree_expected.summary()
+        summary, summary_expected = gumbel.summarize(tree), tree_expected.summary()
         np.testing.assert_array_equal(got.action, expected.action)
         np.testing.assert_array_equal(summary.visit_counts, summary_expected.visit_counts)
         # The improved policy's sums run over K slots instead of A actions: float rounding.
@@ -172,20 +174,20 @@ def test_gumbel_tree__same_search_as_mctx(compact_and_mctx):
     assert np.asarray(tree.children_index >= 0).sum(axis=-1).max() >= 3, "some node has several children"
 
 
-def test_gumbel_tree__value_scale_as_mctx_and_it_matters(compact_and_mctx):
+def test_compact_tree__value_scale_as_mctx_and_it_matters(compact_and_mctx):
     """c_scale 1.0 in the compact tree: mctx's search with that transform, and not the
     search at the default 0.1 (the knob reaches the selection and the improved policy)."""
     model = functools.partial(recurrent_fn, num_actions=WIDE)
     kw = dict(num_simulations=N_WIDE, max_num_considered_actions=M_WIDE)
     root, invalid = make_root(WIDE)
     key = jax.random.key(1)
-    got = jax.jit(lambda k, r, i: gumbel_tree.gumbel_muzero(PARAMS, k, r, model, invalid_actions=i, value_scale=1.0,
-                                                            **kw))(key, root, invalid)
+    got = jax.jit(lambda k, r, i: gumbel.gumbel_muzero(PARAMS, k, r, model, invalid_actions=i, value_scale=1.0,
+                                                       **kw))(key, root, invalid)
     qtransform = functools.partial(mctx.qtransform_completed_by_mix_value, value_scale=1.0)
     expected = jax.jit(lambda k, r, i: mctx.gumbel_muzero_policy(PARAMS, k, r, model, invalid_actions=i,
                                                                  qtransform=qtransform, **kw))(key, root, invalid)
     np.testing.assert_array_equal(got.action, expected.action)
-    np.testing.assert_array_equal(gumbel_tree.summarize(got.search_tree).visit_counts,
+    np.testing.assert_array_equal(gumbel.summarize(got.search_tree).visit_counts,
                                   expected.search_tree.summary().visit_counts)
     np.testing.assert_allclose(got.action_weights, expected.action_weights, rtol=1e-6, atol=1e-7)
     default = compact_and_mctx[0](key, root, invalid)
@@ -194,7 +196,7 @@ def test_gumbel_tree__value_scale_as_mctx_and_it_matters(compact_and_mctx):
         "a larger c_scale sharpens the improved policy"
 
 
-def test_gumbel_tree__reserved_actions_are_considered_however_low_their_prior():
+def test_compact_tree__reserved_actions_are_considered_however_low_their_prior():
     """``num_reserved`` 2 of a class (shogi's drops) whose prior sits 30 logits below the
     rest: the two best of them by gumbel + logit get the first round's visit each; without
     the reservation none is visited."""
@@ -205,15 +207,15 @@ def test_gumbel_tree__reserved_actions_are_considered_however_low_their_prior():
     key = jax.random.key(3)
 
     def visits(num_reserved):
-        out = gumbel_tree.gumbel_muzero(PARAMS, key, root, model, invalid_actions=invalid, num_simulations=N_WIDE,
-                                        max_num_considered_actions=M_WIDE, reserved_actions=reserved,
-                                        num_reserved=num_reserved)
-        return np.asarray(gumbel_tree.summarize(out.search_tree).visit_counts)
+        out = gumbel.gumbel_muzero(PARAMS, key, root, model, invalid_actions=invalid, num_simulations=N_WIDE,
+                                   max_num_considered_actions=M_WIDE, reserved_actions=reserved,
+                                   num_reserved=num_reserved)
+        return np.asarray(gumbel.summarize(out.search_tree).visit_counts)
 
     assert visits(0)[:, reserved].sum() == 0
     got = visits(2)
-    gumbel = jax.random.gumbel(jax.random.split(key)[1], root.prior_logits.shape)  # the search's own noise
-    scores = np.where(np.asarray(invalid) | ~reserved, -np.inf, np.asarray(gumbel + root.prior_logits))
+    noise = jax.random.gumbel(jax.random.split(key)[1], root.prior_logits.shape)  # the search's own noise
+    scores = np.where(np.asarray(invalid) | ~reserved, -np.inf, np.asarray(noise + root.prior_logits))
     for row in range(scores.shape[0]):
         valid = int(np.isfinite(scores[row]).sum())
         if valid == 0:
@@ -222,19 +224,19 @@ def test_gumbel_tree__reserved_actions_are_considered_however_low_their_prior():
         best = set(np.argsort(-scores[row])[: min(2, valid)].tolist())
         assert set(np.flatnonzero(got[row] * reserved).tolist()) == best, row
     with pytest.raises(ValueError, match="num_reserved 2 needs reserved_actions"):
-        gumbel_tree.gumbel_muzero(PARAMS, key, root, model, invalid_actions=invalid, num_simulations=N_WIDE,
-                                  max_num_considered_actions=M_WIDE, num_reserved=2)
+        gumbel.gumbel_muzero(PARAMS, key, root, model, invalid_actions=invalid, num_simulations=N_WIDE,
+                             max_num_considered_actions=M_WIDE, num_reserved=2)
 
 
-def test_gumbel_tree__slots_cover_the_most_visited_node():
+def test_compact_tree__slots_cover_the_most_visited_node():
     """K = min(A, max(m, n - 1)): a root with one legal move sends all n simulations to
     one child, whose n - 1 can all go to different actions."""
-    assert gumbel_tree.num_slots(2187, 64, 16) == 63
-    assert gumbel_tree.num_slots(2187, 8, 16) == 16
-    assert gumbel_tree.num_slots(12, 24, 4) == 12
+    assert gumbel.num_slots(2187, 64, 16) == 63
+    assert gumbel.num_slots(2187, 8, 16) == 16
+    assert gumbel.num_slots(12, 24, 4) == 12
 
 
-def test_gumbel_tree__backward_is_the_sequential_backup():
+def test_compact_tree__backward_is_the_sequential_backup():
     """The associative scan over a path gives what a walk from the leaf to the root
     gives, with rewards and discounts that are not ±1 or 0."""
     rng = np.random.default_rng(0)
@@ -245,12 +247,12 @@ def test_gumbel_tree__backward_is_the_sequential_backup():
         path[b, 1: depth[b] + 1] = rng.permutation(np.arange(1, nodes))[: depth[b]]
     values, visits = rng.normal(size=(batch, nodes)).astype(np.float32), rng.integers(1, 5, (batch, nodes))
     rewards, discounts = rng.normal(size=(batch, nodes)).astype(np.float32), rng.normal(size=(batch, nodes))
-    tree = gumbel_tree.CompactTree(
+    tree = gumbel.CompactTree(
         node_visits=jnp.asarray(visits, jnp.int32), raw_values=jnp.asarray(values), node_values=jnp.asarray(values),
         parents=None, rewards=jnp.asarray(rewards), discounts=jnp.asarray(discounts, jnp.float32), other_prior=None,
         children_index=None, children_actions=None, children_priors=None, root_scores=None, root_valid=None,
         root_invalid_actions=None, embeddings=None)
-    got = gumbel_tree._backward(tree, jnp.asarray(path), jnp.asarray(depth, jnp.int32))
+    got = gumbel._backward(tree, jnp.asarray(path), jnp.asarray(depth, jnp.int32))
     expected_values, expected_visits = values.astype(np.float64), visits.copy()
     for b in range(batch):
         g = values[b, path[b, depth[b]]]
@@ -262,3 +264,16 @@ def test_gumbel_tree__backward_is_the_sequential_backup():
     np.testing.assert_array_equal(got.node_visits, expected_visits)
     np.testing.assert_allclose(got.node_values, expected_values, rtol=1e-5, atol=1e-5)
     assert (np.asarray(got.node_values) != values).sum() == depth.sum()  # the leaf and other nodes unchanged
+
+
+@pytest.mark.parametrize("max_num_considered_actions", [0, 1, 2, 3, 4, 5, 7, 8, 16, 17, 32])
+def test_halving__considered_visits_as_mctx(max_num_considered_actions):
+    """The visit schedule of sequential halving, written here, against mctx's own table
+    (mctx's private module, imported as an oracle in this test only)."""
+    from mctx._src import seq_halving
+
+    for num_simulations in (1, 2, 3, 4, 7, 8, 15, 16, 24, 32, 50, 64, 100, 128, 200, 800):
+        got = halving.considered_visits_table(max_num_considered_actions, num_simulations)
+        expected = np.asarray(seq_halving.get_table_of_considered_visits(max_num_considered_actions, num_simulations))
+        assert got.shape == (max_num_considered_actions + 1, num_simulations)
+        np.testing.assert_array_equal(got, expected, err_msg=f"m={max_num_considered_actions}, n={num_simulations}")
