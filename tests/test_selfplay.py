@@ -165,7 +165,7 @@ def test_the_selfplay_guard_plays_the_first_move_of_the_ranking_that_allows_no_m
             outcomes.add("replaced")
     assert outcomes == {"safe", "kept", "replaced"}, outcomes  # every branch is exercised
     step = jax.vmap(lambda s, a: env.step(s, a, rules))
-    guard = jax.jit(lambda g, a, p, s: selfplay_lib.avoid_mates_in_one(g, a, p, s, step, candidates=candidates))
+    guard = jax.jit(lambda g, a, p, s: selfplay_lib.replace_moves_allowing_mate(g, a, p, s, step, candidates=candidates))
     played, after, refuted = guard(games, jnp.asarray(actions, jnp.int32), jnp.asarray(preference), jnp.asarray(skip))
     assert np.asarray(played).tolist() == expected
     np.testing.assert_array_equal(np.asarray(refuted), expected_refuted)

@@ -21,16 +21,17 @@ Playout caps (KataGo): a ply is searched with the full number of simulations wit
 probability ``full_search_fraction``, else with the reduced search, for the whole batch
 (one compiled search per cap); only full searches give policy targets.
 
-Mates in one walked into (``avoid_mates``; ``selfplay.avoid_mates_in_one``): the chosen
-move is stepped and the position after it checked for the opponent's mate in one
-(``envs.mate``); where there is one, the next moves of the improved policy are tried in
-its order, up to ``guard_candidates`` moves in all, and the first that allows none is
+Mates in one walked into (``avoid_mates``, the config's ``selfplay.avoid_mates_in_one``;
+``replace_moves_allowing_mate``): the chosen move is stepped and the position after it
+checked for the opponent's mate in one (``envs.mate``); where there is one, the next
+moves of the improved policy are tried in its order, up to ``guard_candidates`` moves in all, and the first that allows none is
 played instead. The policy target loses the moves found to allow a mate in one. This is
 what the playing agent does (``az.play.agent``), on the device; it needs the dense core.
-Measured (docs/stall_study.md, round 17): most guarded games are drawn at the length
+Measured (docs/stall_study.md, mate checks): most guarded games are drawn at the length
 limit, so it stays off.
 """
 
+import functools
 from typing import Callable, NamedTuple
 
 import jax
@@ -169,7 +170,7 @@ def unstarted_games(start: Callable[[Array, Array], env.State], games: int) -> e
     return blank._replace(terminated=jnp.ones((games,), bool))
 
 
-def avoid_mates_in_one(games: env.State, action: Array, preference: Array, skip: Array, step: Callable,
+def replace_moves_allowing_mate(games: env.State, action: Array, preference: Array, skip: Array, step: Callable,
                        *, candidates: int) -> tuple[Array, env.State, Array]:
     """The move to play in each game of ``games`` [B], on the device.
 
@@ -247,117 +248,166 @@ def make_selfplay(
     """
     step = jax.vmap(lambda s, a: env.step(s, a, rules))
     start_batch = jax.vmap(start, in_axes=(0, None))
-    capped = full_search_fraction < 1.0
 
-    def choose(result: SearchResult, games: env.State, key: Array) -> Array:
-        if sample_visits_plies == 0:
-            return result.action
-        visits = result.visit_counts  # [B, A]
-        sampled = jax.random.categorical(key, jnp.where(visits > 0, jnp.log(visits), -jnp.inf))
-        return jnp.where((games.ply < sample_visits_plies) & ~result.mate, sampled, result.action)
+    def searched(params, k_cap: Array, k_search: Array, games: env.State) -> tuple[Array, SearchResult]:
+        """(full: this ply's search is the full one [] bool, its result)."""
+        full = jax.random.uniform(k_cap) < full_search_fraction
+        if full_search_fraction < 1.0:
+            return full, jax.lax.cond(full, search, reduced_search, params, k_search, games)
+        return full, search(params, k_search, games)
 
-    def play_one(params, carry: Carry, _):
+    def move(games: env.State, result: SearchResult, over: Array, key: Array):
+        """-> (action [B], after: ``games`` stepped by it, policy target [B, A], avoided [B]:
+        the mate guard replaced the chosen move)."""
+        action = _choose(result, games, key, sample_visits_plies=sample_visits_plies)
+        if not avoid_mates:
+            return action, step(games, action), result.policy, jnp.zeros_like(over)
+        played, after, refuted = replace_moves_allowing_mate(games, action, result.policy, over, step,
+                                                             candidates=guard_candidates)
+        policy = jnp.where(refuted, 0.0, result.policy)
+        policy = policy / jnp.maximum(policy.sum(axis=-1, keepdims=True), 1e-9)
+        return played, after, policy, played != action
+
+    def play_ply(params, carry: Carry, _) -> tuple[Carry, replay_lib.Plies]:
+        """Every game one ply on: restart the finished, search, move, resign, record, count."""
         key, k_cap, k_search, k_choose, k_start, k_resign = jax.random.split(carry.rng_key, 6)
         progress = jnp.minimum(carry.games_finished / game_budget, 1.0)
         fresh = start_batch(jax.random.split(k_start, carry.games.done.shape[0]), progress)
-        games = jax.tree.map(lambda new, old: jnp.where(_expand(carry.games.done, new), new, old),
-                             fresh, carry.games)
-        track = carry.resign
-        full = jax.random.uniform(k_cap) < full_search_fraction
-        if capped:
-            result = jax.lax.cond(full, search, reduced_search, params, k_search, games)
-        else:
-            result = search(params, k_search, games)
-        action = choose(result, games, k_choose)
+        games = _where_games(carry.games.done, fresh, carry.games)
+        full, result = searched(params, k_cap, k_search, games)
         over = games.done  # only a fresh start can be over here: its result stands, unplayed
-        policy = result.policy
-        if avoid_mates:
-            chosen = action
-            action, after, refuted = avoid_mates_in_one(games, action, result.policy, over, step,
-                                                        candidates=guard_candidates)
-            policy = jnp.where(refuted, 0.0, policy)
-            policy = policy / jnp.maximum(policy.sum(axis=-1, keepdims=True), 1e-9)
-            avoided = action != chosen
-        else:
-            after = step(games, action)
-            avoided = jnp.zeros_like(over)
-        visited = jnp.take_along_axis(result.visit_counts, action[:, None], axis=1)[:, 0] > 0
-        # A sampled move was visited; a move the guard put in place of a refuted one may not be.
-        sampled_q = jnp.take_along_axis(result.q, action[:, None], axis=1)[:, 0]
-        played_q = jnp.where(action == result.action, result.chosen_q,
-                             jnp.where(visited, sampled_q, result.search_value))
+        action, after, policy, avoided = move(games, result, over, k_choose)
         mover = games.current_player
+        track, resigns = carry.resign, jnp.zeros_like(over)
         if resign:
-            value = jnp.maximum(result.root_value, result.chosen_q)
-            value = jnp.where(over | result.mate, 1.0, value)
+            value = jnp.where(over | result.mate, 1.0, jnp.maximum(result.root_value, result.chosen_q))
             track, resigns = resign_ply(track, value, mover, plies=resign_plies)
-        else:
-            resigns = jnp.zeros_like(over)
-        after = jax.tree.map(lambda old, new: jnp.where(_expand(over, new), old, new), games, after)
-        # A resigning mover loses where it stands; its position keeps the search's policy.
-        lost = jnp.where(mover == 0, -1.0, 1.0)
-        after = after._replace(
-            rewards=jnp.where(resigns[:, None], jnp.stack([lost, -lost], axis=1), after.rewards),
-            terminated=after.terminated | resigns,
-            truncated=after.truncated & ~resigns,
-            end_reason=jnp.where(resigns, env.RESIGNATION, after.end_reason),
-            x=jax.tree.map(lambda old, new: jnp.where(_expand(resigns, new), old, new), games.x, after.x),
-        )
-        ended = after.done
-        outcome_black = after.rewards[:, 0]
-        plies = replay_lib.Plies(
-            board=games.x.board.astype(jnp.int8),
-            hand=games.x.hand.astype(jnp.int8),
-            color=mover.astype(jnp.int8),
-            policy=policy.astype(jnp.bfloat16),
-            search_value=played_q,
-            played=~over,
-            full_search=jnp.broadcast_to(full, over.shape),
-            starts_game=games.ply == 0,
-            ends_game=ended,
-            truncated=after.truncated,
-            outcome_black=outcome_black,
-        )
+        after = _resigned(games, _where_games(over, games, after), resigns, mover)
+        plies = _record(games, after, policy, _played_q(result, action), over, full)
         fresh_no_resign = jax.random.uniform(k_resign, over.shape) < no_resign_fraction
-        track, checked, false = resign_game_ends(track, ended, outcome_black, fresh_no_resign)
-        black_win = ended & (outcome_black > 0)
-        white_win = ended & (outcome_black < 0)
-        draw = ended & (outcome_black == 0)
-        s = carry.stats
-        scheme = jax.nn.one_hot(games.start_scheme, num_schemes, dtype=jnp.int32)  # [B, S]
-        outcome = jnp.stack([black_win, white_win, draw], axis=-1).astype(jnp.int32)  # [B, 3]
-        stats = Stats(
-            finished=s.finished + ended.sum(),
-            length_sum=s.length_sum + jnp.where(ended, after.ply, 0).sum(),
-            end_reasons=s.end_reasons
-            + (jax.nn.one_hot(after.end_reason, len(env.END_REASONS), dtype=jnp.int32) * ended[:, None]).sum(0),
-            black_wins=s.black_wins + black_win.sum(),
-            white_wins=s.white_wins + white_win.sum(),
-            draws=s.draws + draw.sum(),
-            by_scheme=s.by_scheme + scheme.T @ outcome,
-            squares=s.squares + diversity.square_counts(after),
-            reached_ply30=s.reached_ply30 + (after.ply == diversity.PLY).sum(),
-            finished_at_start=s.finished_at_start + over.sum(),
-            noise_tv=s.noise_tv + jnp.where(over, 0.0, result.noise_tv).sum(),
-            mates_played=s.mates_played + (result.mate & ~over).sum(),
-            mates_avoided=s.mates_avoided + avoided.sum(),
-            full_searches=s.full_searches + full.astype(jnp.int32),
-            resign_checked=s.resign_checked + checked,
-            resign_false=s.resign_false + false,
-        )
-        finished = carry.games_finished + ended.sum()
-        return Carry(after, track, key, finished, stats), plies
+        track, checked, false = resign_game_ends(track, after.done, after.rewards[:, 0], fresh_no_resign)
+        stats = _count(carry.stats, games, after, result, num_schemes=num_schemes, over=over, avoided=avoided,
+                       full=full, resign_checked=checked, resign_false=false)
+        return Carry(after, track, key, carry.games_finished + after.done.sum(), stats), plies
 
     def selfplay(params, games: env.State, track: Resign, rng_key: Array, games_finished: Array):
         carry = Carry(games, track, rng_key, games_finished, empty_stats(num_schemes))
-        carry, plies = jax.lax.scan(lambda c, x: play_one(params, c, x), carry, None, length=num_plies)
-        stats = carry.stats
+        carry, plies = jax.lax.scan(functools.partial(play_ply, params), carry, None, length=num_plies)
         track = carry.resign
         if resign:
-            track = calibrate(track, stats.resign_checked, stats.resign_false, target=false_resign_target)
-        return carry.games, track, carry.games_finished, plies, stats
+            track = calibrate(track, carry.stats.resign_checked, carry.stats.resign_false, target=false_resign_target)
+        return carry.games, track, carry.games_finished, plies, carry.stats
 
     return selfplay
+
+
+def selfplay_from_config(config, search: Callable, start: Callable[[Array, Array], env.State], rules: env.Rules,
+                         *, reduced_search: Callable | None, game_budget: int, num_schemes: int,
+                         guard_candidates: int) -> Callable:
+    """``make_selfplay`` with a run's ``config.selfplay``; ``reduced_search`` serves the
+    plies not searched in full (needed when ``config.full_search_fraction`` < 1)."""
+    return make_selfplay(
+        search,
+        start,
+        rules,
+        sample_visits_plies=config.sample_visits_plies,
+        num_plies=config.plies_per_iteration,
+        game_budget=game_budget,
+        num_schemes=num_schemes,
+        reduced_search=reduced_search,
+        full_search_fraction=config.full_search_fraction,
+        resign=config.resign,
+        resign_plies=config.resign_plies,
+        no_resign_fraction=config.no_resign_fraction,
+        false_resign_target=config.false_resign_target,
+        avoid_mates=config.avoid_mates_in_one,
+        guard_candidates=guard_candidates,
+    )
+
+
+def _choose(result: SearchResult, games: env.State, key: Array, *, sample_visits_plies: int) -> Array:
+    """The move [B]: the search's, or in a game's first ``sample_visits_plies`` plies one
+    sampled in proportion to the root visit counts (a mate in one is always played)."""
+    if sample_visits_plies == 0:
+        return result.action
+    visits = result.visit_counts  # [B, A]
+    sampled = jax.random.categorical(key, jnp.where(visits > 0, jnp.log(visits), -jnp.inf))
+    return jnp.where((games.ply < sample_visits_plies) & ~result.mate, sampled, result.action)
+
+
+def _played_q(result: SearchResult, action: Array) -> Array:
+    """The search's Q of the move played [B]. A sampled move was visited; a move the mate
+    guard put in place of a refuted one may not be: it gets the search's value."""
+    visited = jnp.take_along_axis(result.visit_counts, action[:, None], axis=1)[:, 0] > 0
+    sampled_q = jnp.take_along_axis(result.q, action[:, None], axis=1)[:, 0]
+    return jnp.where(action == result.action, result.chosen_q, jnp.where(visited, sampled_q, result.search_value))
+
+
+def _resigned(games: env.State, after: env.State, resigns: Array, mover: Array) -> env.State:
+    """``after`` [B], where ``resigns``: the mover lost where it stands (the position of
+    ``games``, which keeps the search's policy) by resignation."""
+    lost = jnp.where(mover == 0, -1.0, 1.0)
+    return after._replace(
+        rewards=jnp.where(resigns[:, None], jnp.stack([lost, -lost], axis=1), after.rewards),
+        terminated=after.terminated | resigns,
+        truncated=after.truncated & ~resigns,
+        end_reason=jnp.where(resigns, env.RESIGNATION, after.end_reason),
+        x=jax.tree.map(lambda old, new: jnp.where(_expand(resigns, new), old, new), games.x, after.x),
+    )
+
+
+def _record(games: env.State, after: env.State, policy: Array, played_q: Array, over: Array,
+            full: Array) -> replay_lib.Plies:
+    """The replay's row of this ply [B]: the position before the move and its targets."""
+    return replay_lib.Plies(
+        board=games.x.board.astype(jnp.int8),
+        hand=games.x.hand.astype(jnp.int8),
+        color=games.current_player.astype(jnp.int8),
+        policy=policy.astype(jnp.bfloat16),
+        search_value=played_q,
+        played=~over,
+        full_search=jnp.broadcast_to(full, over.shape),
+        starts_game=games.ply == 0,
+        ends_game=after.done,
+        truncated=after.truncated,
+        outcome_black=after.rewards[:, 0],
+    )
+
+
+def _count(s: Stats, games: env.State, after: env.State, result: SearchResult, *, num_schemes: int, over: Array,
+           avoided: Array, full: Array, resign_checked: Array, resign_false: Array) -> Stats:
+    """``s`` plus this ply's games [B] (``games`` before the move, ``after`` it)."""
+    ended = after.done
+    outcome_black = after.rewards[:, 0]
+    black_win = ended & (outcome_black > 0)
+    white_win = ended & (outcome_black < 0)
+    draw = ended & (outcome_black == 0)
+    scheme = jax.nn.one_hot(games.start_scheme, num_schemes, dtype=jnp.int32)  # [B, S]
+    outcome = jnp.stack([black_win, white_win, draw], axis=-1).astype(jnp.int32)  # [B, 3]
+    return Stats(
+        finished=s.finished + ended.sum(),
+        length_sum=s.length_sum + jnp.where(ended, after.ply, 0).sum(),
+        end_reasons=s.end_reasons
+        + (jax.nn.one_hot(after.end_reason, len(env.END_REASONS), dtype=jnp.int32) * ended[:, None]).sum(0),
+        black_wins=s.black_wins + black_win.sum(),
+        white_wins=s.white_wins + white_win.sum(),
+        draws=s.draws + draw.sum(),
+        by_scheme=s.by_scheme + scheme.T @ outcome,
+        squares=s.squares + diversity.square_counts(after),
+        reached_ply30=s.reached_ply30 + (after.ply == diversity.PLY).sum(),
+        finished_at_start=s.finished_at_start + over.sum(),
+        noise_tv=s.noise_tv + jnp.where(over, 0.0, result.noise_tv).sum(),
+        mates_played=s.mates_played + (result.mate & ~over).sum(),
+        mates_avoided=s.mates_avoided + avoided.sum(),
+        full_searches=s.full_searches + full.astype(jnp.int32),
+        resign_checked=s.resign_checked + resign_checked,
+        resign_false=s.resign_false + resign_false,
+    )
+
+
+def _where_games(mask: Array, new: env.State, old: env.State) -> env.State:
+    """Per game [B]: ``new`` where ``mask``, else ``old``."""
+    return jax.tree.map(lambda a, b: jnp.where(_expand(mask, a), a, b), new, old)
 
 
 def _expand(mask: Array, like: Array) -> Array:
