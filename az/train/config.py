@@ -15,9 +15,20 @@ def _require(ok: bool, field: str, value, what: str):
 
 
 def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
+    """Raises ConfigError, naming the field, for the first value the run cannot use."""
     c = config
     _require(isinstance(c.seed, int), "seed", c.seed, "must be an integer")
     _require(c.budget_games >= 1, "budget_games", c.budget_games, "must be >= 1")
+    _validate_env(c)
+    _validate_search(c)
+    _validate_selfplay(c, num_devices)
+    _validate_model(c)
+    _validate_replay(c)
+    _validate_learner(c, num_devices)
+    _validate_run(c)
+
+
+def _validate_env(c: ml_collections.ConfigDict) -> None:
     try:
         spec = starts.parse_start(c.env.start)
         for leaf in spec.leaves:
@@ -27,6 +38,9 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
         raise ConfigError(f"config.env.start = {c.env.start!r}: {e}") from None
     _require(c.env.max_length >= 1, "env.max_length", c.env.max_length, "must be >= 1")
     _require(c.env.movegen in ("dense", "pgx"), "env.movegen", c.env.movegen, "must be 'dense' or 'pgx'")
+
+
+def _validate_search(c: ml_collections.ConfigDict) -> None:
     s = c.search
     _require(s.algorithm in ("gumbel", "puct"), "search.algorithm", s.algorithm, "must be 'gumbel' or 'puct'")
     _require(s.num_simulations >= 1, "search.num_simulations", s.num_simulations, "must be >= 1")
@@ -47,6 +61,10 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
              f"must be in [0, search.max_num_considered_actions = {s.max_num_considered_actions}]")
     _require(not s.considered_drops or s.algorithm == "gumbel", "search.considered_drops", s.considered_drops,
              "needs search.algorithm = 'gumbel'")
+
+
+def _validate_selfplay(c: ml_collections.ConfigDict, num_devices: int) -> None:
+    s = c.search
     p = c.selfplay
     _require(p.num_games >= 1, "selfplay.num_games", p.num_games, "must be >= 1")
     _require(
@@ -71,6 +89,9 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
     _require(0 < p.false_resign_target < 1, "selfplay.false_resign_target", p.false_resign_target, "must be in (0, 1)")
     _require(not p.avoid_mates_in_one or c.env.movegen == "dense", "selfplay.avoid_mates_in_one",
              p.avoid_mates_in_one, "needs env.movegen = 'dense'")
+
+
+def _validate_model(c: ml_collections.ConfigDict) -> None:
     m = c.model
     _require(m.num_blocks >= 0, "model.num_blocks", m.num_blocks, "must be >= 0")
     _require(m.channels >= 1, "model.channels", m.channels, "must be >= 1")
@@ -78,6 +99,11 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
     _require(m.dtype in ("float32", "bfloat16"), "model.dtype", m.dtype, "must be 'float32' or 'bfloat16'")
     _require(-20.0 <= m.drop_logit_init <= 20.0, "model.drop_logit_init", m.drop_logit_init, "must be in [-20, 20]")
     _require(m.policy_bias in ("plane", "action"), "model.policy_bias", m.policy_bias, "must be 'plane' or 'action'")
+
+
+def _validate_replay(c: ml_collections.ConfigDict) -> None:
+    """The replay's fields, and the material head's horizon, which the replay must hold."""
+    p, m = c.selfplay, c.model
     r = c.replay
     per_iteration = p.num_games * p.plies_per_iteration
     _require(
@@ -103,6 +129,11 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
              "model.material_plies", m.material_plies,
              f"must be an integer in [0, replay rows = {r.capacity // p.num_games})")
     _require(m.material_weight > 0, "model.material_weight", m.material_weight, "must be > 0")
+
+
+def _validate_learner(c: ml_collections.ConfigDict, num_devices: int) -> None:
+    p = c.selfplay
+    per_iteration = p.num_games * p.plies_per_iteration
     lr = c.learner
     _require(lr.batch_size >= 1, "learner.batch_size", lr.batch_size, "must be >= 1")
     _require(
@@ -134,6 +165,10 @@ def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:
     _require(0 <= lr.ema_decay < 1, "learner.ema_decay", lr.ema_decay, "must be in [0, 1) (0: no average)")
     _require(lr.grad_clip >= 0, "learner.grad_clip", lr.grad_clip, "must be >= 0 (0: no clipping)")
     _require(lr.policy_over in ("all", "legal"), "learner.policy_over", lr.policy_over, "must be 'all' or 'legal'")
+
+
+def _validate_run(c: ml_collections.ConfigDict) -> None:
+    """Teacher measurements and checkpoints."""
     _require(c.teacher.every_iterations >= 0, "teacher.every_iterations", c.teacher.every_iterations, "must be >= 0")
     _require(c.teacher.positions >= 0, "teacher.positions", c.teacher.positions, "must be >= 0 (0: all)")
     _require(c.checkpoint.every_iterations >= 1, "checkpoint.every_iterations", c.checkpoint.every_iterations, ">= 1")
