@@ -54,33 +54,24 @@ class Trainer(NamedTuple):
     learner_step: Callable  # (params, opt_state, step, replay, progress, rng_key) -> (params, opt_state, loss, info)
     learner_steps_per_iteration: int  # K
     # Teacher-set agreement of the parameters that play (the average where kept): state ->
-    # device scalars (az/measure/agreement.py). The probe is built on the first call; None when off.
+    # device scalars (``TeacherAgreement``); None when off.
     teacher: Callable[[TrainState], dict] | None
 
 
-def _make_selfplay(config: ml_collections.ConfigDict, rules, spec: starts.StartSpec, start) -> Callable:
+def _make_selfplay(config: ml_collections.ConfigDict, apply_fn, rules, spec: starts.StartSpec, start) -> Callable:
     """Self-play of the config: the search, playout caps, resignation and the mate guard."""
     def make_search(num_simulations: int):
-        return search_lib.search_from_config(config.search, network_lib.make_network(config.model).apply, rules,
-                                             num_simulations=num_simulations)
+        return search_lib.search_from_config(config.search, apply_fn, rules, num_simulations=num_simulations)
 
-    p = config.selfplay
-    capped = p.full_search_fraction < 1
-    return selfplay_lib.make_selfplay(
+    capped = config.selfplay.full_search_fraction < 1
+    return selfplay_lib.selfplay_from_config(
+        config.selfplay,
         make_search(config.search.num_simulations),
         start,
         rules,
-        sample_visits_plies=p.sample_visits_plies,
-        num_plies=p.plies_per_iteration,
+        reduced_search=make_search(config.search.reduced_simulations) if capped else None,
         game_budget=config.budget_games,
         num_schemes=len(spec.leaves),
-        reduced_search=make_search(config.search.reduced_simulations) if capped else None,
-        full_search_fraction=p.full_search_fraction,
-        resign=p.resign,
-        resign_plies=p.resign_plies,
-        no_resign_fraction=p.no_resign_fraction,
-        false_resign_target=p.false_resign_target,
-        avoid_mates=p.avoid_mates_in_one,
         guard_candidates=config.search.max_num_considered_actions,
     )
 
@@ -120,18 +111,34 @@ def _make_sampler(batch_size: int, mesh: Mesh, abstract_replay: replay_lib.Repla
     return jax.shard_map(local, mesh=mesh, in_specs=(specs, P()), out_specs=P("data"))
 
 
-def _make_learn(config: ml_collections.ConfigDict, learner_step: Callable, steps: int, *, shards: int,
-                unroll: bool) -> Callable:
-    """``learn(state, replay, progress, rng_key) -> (params, opt_state, learner_steps, ema,
-    can_learn, loss [K], info [K])``: the K learner steps of an iteration, kept only once
-    every shard has positions with targets, and the weights' moving average."""
-    ema_decay = config.learner.ema_decay
+class Learned(NamedTuple):
+    """What an iteration's K learner steps leave."""
 
-    def learn(state: TrainState, replay: replay_lib.Replay, progress: Array, rng_key: Array):
-        def learn_step(carry, k):
-            params, opt_state, step = carry
-            params, opt_state, loss, info = learner_step(params, opt_state, step, replay, progress, k)
-            return (params, opt_state, step + 1), (loss, info)
+    params: Any
+    opt_state: Any
+    learner_steps: Array  # [] int32
+    ema_params: Any  # None without a weight average
+    can_learn: Array  # [] bool, every shard had positions with targets: the steps were kept
+    loss: Array  # [K] float32
+    info: learner_lib.LossInfo  # [K] each
+
+
+class LearnCarry(NamedTuple):
+    params: Any
+    opt_state: Any
+    step: Array  # [] int32, learner steps done
+
+
+def _make_learn(learner_step: Callable, steps: int, *, shards: int, unroll: bool, ema_decay: float,
+                min_positions: int) -> Callable:
+    """``learn(state, replay, progress, rng_key) -> Learned``: the K learner steps of an
+    iteration, kept only once every shard has positions with targets (at least
+    ``min_positions`` in all), and the weights' moving average (``ema_decay`` > 0)."""
+
+    def learn(state: TrainState, replay: replay_lib.Replay, progress: Array, rng_key: Array) -> Learned:
+        def learn_step(carry: LearnCarry, k: Array):
+            params, opt_state, loss, info = learner_step(carry.params, carry.opt_state, carry.step, replay, progress, k)
+            return LearnCarry(params, opt_state, carry.step + 1), (loss, info)
 
         # The K steps always run and their result is kept only once positions have
         # targets: on XLA's CPU backend a gradient step inside a cond branch or a rolled
@@ -140,13 +147,13 @@ def _make_learn(config: ml_collections.ConfigDict, learner_step: Callable, steps
         # Never learn from blanks: every shard samples its own columns, so each needs targets.
         known = replay.value_known.sum()
         known_per_shard = replay.value_known.reshape(replay.value_known.shape[0], shards, -1).sum(axis=(0, 2))
-        can_learn = (known >= max(config.replay.min_positions, 1)) & (known_per_shard.min() > 0) & (steps > 0)
+        can_learn = (known >= max(min_positions, 1)) & (known_per_shard.min() > 0) & (steps > 0)
         keys = jax.random.split(rng_key, steps)
-        operand = (state.params, state.opt_state, state.learner_steps)
-        (params, opt_state, _), (loss, info) = jax.lax.scan(learn_step, operand, keys,
-                                                             unroll=steps if unroll and steps else 1)
+        operand = LearnCarry(state.params, state.opt_state, state.learner_steps)
+        carry, (loss, info) = jax.lax.scan(learn_step, operand, keys, unroll=steps if unroll and steps else 1)
         params, opt_state = jax.tree.map(
-            lambda new, old: jnp.where(can_learn, new, old), (params, opt_state), (state.params, state.opt_state)
+            lambda new, old: jnp.where(can_learn, new, old), (carry.params, carry.opt_state),
+            (state.params, state.opt_state)
         )
         loss, info = jax.tree.map(lambda x: jnp.where(can_learn, x, jnp.zeros_like(x)), (loss, info))
         ema = state.ema_params
@@ -154,7 +161,7 @@ def _make_learn(config: ml_collections.ConfigDict, learner_step: Callable, steps
             keep = jnp.where(can_learn, ema_decay**steps, 1.0)
             ema = jax.tree.map(lambda e, p: keep * e + (1 - keep) * p, ema, params)
         learner_steps = state.learner_steps + jnp.where(can_learn, steps, 0)
-        return params, opt_state, learner_steps, ema, can_learn, loss, info
+        return Learned(params, opt_state, learner_steps, ema, can_learn, loss, info)
 
     return learn
 
@@ -195,43 +202,75 @@ def _iteration_metrics(config: ml_collections.ConfigDict, state: TrainState, *, 
     }
 
 
-def _make_teacher(config: ml_collections.ConfigDict, apply_fn, rules, mesh: Mesh) -> Callable | None:
-    """``teacher(state) -> {"teacher/top1", ...}`` on the held-out teacher positions; the
-    probe is loaded and placed (replicated) on the first call."""
-    if config.teacher.every_iterations <= 0:
-        return None
-    from az.measure import agreement
-    from az.measure import teacher as teacher_lib
+class TeacherAgreement:
+    """``teacher(state) -> {"teacher/top1", ...}``: agreement of the parameters that play
+    (the average where kept) with the held-out teacher positions (az/measure/agreement.py),
+    as device scalars. Holds the probe, loaded and placed (replicated) on the first call."""
 
-    replicated = NamedSharding(mesh, P())
-    promote = config.search.always_promote
-    measure = jax.jit(lambda params, probe: agreement.network_agreement(apply_fn, params, probe, rules,
-                                                                        always_promote=promote),
-                      out_shardings=replicated)
-    cache = []
+    def __init__(self, teacher_config: ml_collections.ConfigDict, apply_fn, rules, mesh: Mesh, *,
+                 always_promote: bool):
+        from az.measure import agreement
+        from az.measure import teacher as teacher_lib
 
-    def teacher(state: TrainState) -> dict:
-        if not cache:
-            probe = agreement.make_probe(teacher_lib.load(), rules, positions=config.teacher.positions)
-            cache.append(jax.tree.map(lambda a: jax.device_put(np.asarray(a), replicated), probe))
+        replicated = NamedSharding(mesh, P())
+        self._load_probe = lambda: jax.tree.map(
+            lambda a: jax.device_put(np.asarray(a), replicated),
+            agreement.make_probe(teacher_lib.load(), rules, positions=teacher_config.positions))
+        self._measure = jax.jit(
+            lambda params, probe: agreement.network_agreement(apply_fn, params, probe, rules,
+                                                              always_promote=always_promote),
+            out_shardings=replicated)
+        self._probe = None
+
+    def __call__(self, state: TrainState) -> dict:
+        if self._probe is None:
+            self._probe = self._load_probe()
         params = state.ema_params if state.ema_params is not None else state.params
-        return {f"teacher/{k}": v for k, v in measure(params, cache[0]).items()}
-
-    return teacher
+        return {f"teacher/{k}": v for k, v in self._measure(params, self._probe).items()}
 
 
 def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
+    """The run's compiled pieces; ConfigError names a bad field before anything is built."""
     config_lib.validate(config, mesh.size)
     rules = search_lib.rules_from_config(config.env)
     spec = starts.parse_start(config.env.start)
     start = starts.make_start_fn(spec, rules)
     net = network_lib.make_network(config.model)
-    selfplay = _make_selfplay(config, rules, spec, start)
     optimizer = learner_lib.make_optimizer(config.learner)
-    update = learner_lib.make_update(net.apply, optimizer, rules, grad_clip=config.learner.grad_clip,
-                                     policy_over=config.learner.policy_over, legality=config.model.legality_head,
-                                     material_weight=config.model.material_weight if config.model.material_head else 0.0)
+    init = _make_init(config, net, optimizer, start)
+    abstract = jax.eval_shape(init)
+    state_sharding = _state_sharding(abstract, mesh)
+    abstract_state = jax.tree.map(
+        lambda leaf, sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding), abstract, state_sharding
+    )
+    selfplay = _make_selfplay(config, net.apply, rules, spec, start)
+
+    def relabel(replay: replay_lib.Replay) -> replay_lib.Replay:
+        return replay_lib.label(
+            replay,
+            search_value_weight=config.replay.search_value_weight,
+            truncated_value=config.replay.truncated_value,
+        )
+
+    learner_step = _make_learner_step(config, net.apply, optimizer, rules, mesh, abstract.replay)
     steps = config_lib.steps_per_iteration(config)
+    learn = _make_learn(learner_step, steps, shards=mesh.size, unroll=mesh.devices.flat[0].platform == "cpu",
+                        ema_decay=config.learner.ema_decay, min_positions=config.replay.min_positions)
+    iteration = _make_iteration(config, selfplay, relabel, learn, steps)
+    replicated = NamedSharding(mesh, P())
+    init_jit = jax.jit(init, out_shardings=state_sharding)
+    iteration_jit = jax.jit(
+        iteration, in_shardings=(state_sharding,), out_shardings=(state_sharding, replicated), donate_argnums=0
+    )
+    teacher = None
+    if config.teacher.every_iterations > 0:
+        teacher = TeacherAgreement(config.teacher, net.apply, rules, mesh, always_promote=config.search.always_promote)
+    return Trainer(config, spec.names, init_jit, iteration_jit, state_sharding, abstract_state,
+                   selfplay, relabel, learner_step, steps, teacher)
+
+
+def _make_init(config: ml_collections.ConfigDict, net, optimizer, start) -> Callable[[], TrainState]:
+    """``init() -> TrainState``: fresh parameters, unstarted games, an empty replay."""
     num_games = config.selfplay.num_games
     rows = config.replay.capacity // num_games
 
@@ -259,28 +298,33 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
             ema_params=params if config.learner.ema_decay > 0 else None,
         )
 
-    abstract = jax.eval_shape(init)
-    state_sharding = _state_sharding(abstract, mesh)
-    abstract_state = jax.tree.map(
-        lambda leaf, sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding), abstract, state_sharding
-    )
-    sample = _make_sampler(config.learner.batch_size, mesh, abstract.replay, mirror=config.replay.mirror,
-                           material_plies=config.model.material_plies if config.model.material_head else -1)
+    return init
 
-    def relabel(replay: replay_lib.Replay) -> replay_lib.Replay:
-        return replay_lib.label(
-            replay,
-            search_value_weight=config.replay.search_value_weight,
-            truncated_value=config.replay.truncated_value,
-        )
+
+def _make_learner_step(config: ml_collections.ConfigDict, apply_fn, optimizer, rules, mesh: Mesh,
+                       abstract_replay: replay_lib.Replay) -> Callable:
+    """``learner_step(params, opt_state, step, replay, progress, rng_key) -> (params,
+    opt_state, loss, info)``: one sharded minibatch and one gradient step at the rate of
+    the run's progress."""
+    model = config.model
+    update = learner_lib.make_update(apply_fn, optimizer, rules, grad_clip=config.learner.grad_clip,
+                                     policy_over=config.learner.policy_over, legality=model.legality_head,
+                                     material_weight=model.material_weight if model.material_head else 0.0)
+    sample = _make_sampler(config.learner.batch_size, mesh, abstract_replay, mirror=config.replay.mirror,
+                           material_plies=model.material_plies if model.material_head else -1)
 
     def learner_step(params, opt_state, step, replay, progress, rng_key):
         batch = sample(replay, rng_key)
         rate = learner_lib.learning_rate(config.learner, progress, step)
         return update(params, opt_state, batch, rate)
 
-    learn = _make_learn(config, learner_step, steps, shards=mesh.size,
-                        unroll=mesh.devices.flat[0].platform == "cpu")
+    return learner_step
+
+
+def _make_iteration(config: ml_collections.ConfigDict, selfplay: Callable, relabel: Callable, learn: Callable,
+                    steps: int) -> Callable[[TrainState], tuple[TrainState, dict]]:
+    """``iteration(state) -> (state, metrics)``: self-play T plies, relabel, K learner steps."""
+    positions = config.selfplay.num_games * config.selfplay.plies_per_iteration
 
     def iteration(state: TrainState) -> tuple[TrainState, dict]:
         key, k_selfplay, k_learn = jax.random.split(state.rng_key, 3)
@@ -289,31 +333,25 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
         )
         replay = relabel(replay_lib.add(state.replay, plies))
         progress = jnp.minimum(games_finished / config.budget_games, 1.0)  # drives the learning rate
-        params, opt_state, learner_steps, ema, can_learn, loss, info = learn(state, replay, progress, k_learn)
+        learned = learn(state, replay, progress, k_learn)
         new_state = TrainState(
-            params=params,
-            opt_state=opt_state,
+            params=learned.params,
+            opt_state=learned.opt_state,
             games=games,
             replay=replay,
             rng_key=key,
             iteration=state.iteration + 1,
             games_finished=games_finished,
-            positions=state.positions + num_games * config.selfplay.plies_per_iteration,
-            learner_steps=learner_steps,
+            positions=state.positions + positions,
+            learner_steps=learned.learner_steps,
             resign=resign,
-            ema_params=ema,
+            ema_params=learned.ema_params,
         )
-        metrics = _iteration_metrics(config, new_state, can_learn=can_learn, loss=loss, info=info, stats=stats,
-                                     progress=progress, steps=steps)
+        metrics = _iteration_metrics(config, new_state, can_learn=learned.can_learn, loss=learned.loss,
+                                     info=learned.info, stats=stats, progress=progress, steps=steps)
         return new_state, metrics
 
-    replicated = NamedSharding(mesh, P())
-    init_jit = jax.jit(init, out_shardings=state_sharding)
-    iteration_jit = jax.jit(
-        iteration, in_shardings=(state_sharding,), out_shardings=(state_sharding, replicated), donate_argnums=0
-    )
-    return Trainer(config, spec.names, init_jit, iteration_jit, state_sharding, abstract_state,
-                   selfplay, relabel, learner_step, steps, _make_teacher(config, net.apply, rules, mesh))
+    return iteration
 
 
 def make_mesh() -> Mesh:
