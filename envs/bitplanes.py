@@ -93,6 +93,7 @@ def spread(word: Array) -> Array:
 
 
 def union(planes, indices) -> Array:
+    """OR of ``planes[i]`` over ``indices``: [K, ..., 9, 9, W] -> [..., 9, 9, W]."""
     out = jnp.zeros_like(planes[0])
     for i in indices:
         out = out | planes[i]
