@@ -193,7 +193,7 @@ def test_the_agent_plays_a_pawn_bishop_or_rook_promoted_where_its_network_prefer
     assert np.asarray(result.action).tolist() == [promoted] * len(sfens)
 
 
-# A drawn game's position (docs/stall_study/round24/0011_aigakari_37kei_w.kif, move 116):
+# A drawn game's position (docs/data/stall_study/round24/0011_aigakari_37kei_w.kif, move 116):
 # white mates in three with R*8f, and has no mate in one.
 MATE_IN_THREE = "1+P1+P3+P1/2+L6/5p2l/S8/9/K1+p5p/4kPG1+b/5R1P1/1NS1GS3 w GSNrbg2n2l10p 116"
 

@@ -196,7 +196,7 @@ def replace_refuted_moves(result: search_lib.SearchResult, games: env.State, ste
     One step and one mate check of the chosen moves per search; only where a move is
     refuted, its alternatives are checked, B at a time, on the host's orders. Nearly every
     game the stall study's 16-simulation snapshots lost to greedy was lost so
-    (docs/stall_study.md, on the losses to mates in one)."""
+    (docs/stall_study.md, mate checks)."""
     refuted = np.asarray(find_mates(step_all(games, result.action))[0])
     if not refuted.any():
         return result
