@@ -39,14 +39,15 @@ def pending_matches(workdir: str, plan: Plan, configs: dict, opponent: str) -> t
     return pending, all_trained
 
 
-def play_match(plan: Plan, match: PendingMatch, reference, openings, *, known_left: int) -> None:
-    """Plays (or resumes) one snapshot's match against ``reference`` and prints its line."""
+def play_match(plan: Plan, match: PendingMatch, reference, openings, *, known_left: int, programs) -> None:
+    """Plays (or resumes) one snapshot's match against ``reference`` and prints its line;
+    ``programs`` (``az.play.programs.Programs``) holds the compiled searches every snapshot shares."""
     from az.play import match as match_lib
     from az.play import players as players_lib
 
     started = time.time()
     first = players_lib.parse_player(f"checkpoint:{match.run_dir}@{match.step}", num_simulations=plan.simulations,
-                                     slots=plan.concurrency)
+                                     slots=plan.concurrency, programs=programs)
     out_dir = progress.match_dir(match.run_dir, reference.name, match.step)
     try:
         summary = match_lib.Match(first, reference, openings, out_dir, games=match.games,
@@ -62,6 +63,7 @@ def run_evaluator(workdir: str, *, poll_seconds: float = 5.0) -> int:
     and evaluated; first the start sets' balance (Table 2). Returns the exit status."""
     from az.play import match as match_lib
     from az.play import players as players_lib
+    from az.play.programs import Programs
     from az.play.usi_client import EngineFailure
 
     plan = read_plan(workdir)
@@ -73,8 +75,9 @@ def run_evaluator(workdir: str, *, poll_seconds: float = 5.0) -> int:
         if plan.opponent.startswith("usi:"):
             start_set_balance(workdir, plan)
         openings = match_lib.load_openings(os.path.join(REPO, OPENINGS))
+        programs = Programs()  # one compiled search per variant's config, shared by its snapshots
         reference = players_lib.parse_player(plan.opponent, num_simulations=plan.simulations,
-                                             slots=plan.concurrency, seed=1)
+                                             slots=plan.concurrency, seed=1, programs=programs)
     except (ValueError, EngineFailure) as e:
         print(f"error: {e}", flush=True)
         return 1
@@ -86,7 +89,7 @@ def run_evaluator(workdir: str, *, poll_seconds: float = 5.0) -> int:
                     return 0
                 time.sleep(poll_seconds)
                 continue
-            play_match(plan, pending[0], reference, openings, known_left=len(pending) - 1)
+            play_match(plan, pending[0], reference, openings, known_left=len(pending) - 1, programs=programs)
     except (ValueError, EngineFailure) as e:
         print(f"error: {e}", flush=True)
         return 1
