@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
-.PHONY: venv engines tpu-venv device-wheels train evolve test test-plan test-all bench
+.PHONY: venv engines tpu-venv device-wheels train evolve test test-plan test-promises test-all bench
 venv: $(STAMP)
 
 # The reference engines for evaluation (Debian packages; root or sudo): fairy-stockfish, gpsshogi.
@@ -59,6 +59,11 @@ test: venv
 # bench/tpu_plan.py compiled for a TPU topology on this machine (needs .venv-tpu; CI runs it).
 test-plan: venv tpu-venv
 	$(BIN)/python -m pytest -m tpu_plan -q
+
+# The slow tests that keep the docs' promises (every documented command at smoke size, the
+# reproduction killed and resumed, the engine's draw inside the tree); CI runs them after `test`.
+test-promises: venv
+	XLA_FLAGS="$(TEST_XLA_FLAGS) $$XLA_FLAGS" $(BIN)/python -m pytest -m promise -q -n 2 --dist loadfile
 
 test-all: venv
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile

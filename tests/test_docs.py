@@ -281,6 +281,7 @@ def _run_engine(argv: list[str], cwd, env) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.promise
 @pytest.mark.parametrize("doc,command,argv", RUNNABLE,
                          ids=[f"{os.path.basename(d)}:{' '.join(a[1:4])[:50]}" for d, _, a in RUNNABLE])
 def test_documented_command_runs_at_smoke_size(doc, command, argv, sandbox, fairy_stockfish, gpsusi):

@@ -132,6 +132,7 @@ def test_results_table_and_fig3(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.promise
 @pytest.mark.skipif(not os.path.exists(FAIRY), reason="needs fairy-stockfish (make engines)")
 def test_smoke_reproduction_end_to_end_after_a_kill(tmp_path):
     """The whole pipeline at smoke size on two variants, killed (SIGKILL) during the first

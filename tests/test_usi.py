@@ -788,6 +788,7 @@ def _search_score(engine, position: str) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.promise
 def test_max_moves_to_draw_is_a_draw_in_the_tree(fresh):
     """At move 300 of a game limited to 300 plies every move ends it drawn: the search's
     score is 0 exactly, where the untrained network's own values are not."""
