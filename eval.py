@@ -18,7 +18,8 @@ def build_parser() -> argparse.ArgumentParser:
     first.add_argument("--checkpoint", help="WORKDIR[@STEP] of the agent (default step: latest)")
     first.add_argument("--player", help="any player spec instead of a checkpoint, e.g. heuristic?depth=2 (see --opponent)")
     p.add_argument("--opponent", required=True,
-                   help="checkpoint:WORKDIR[@STEP] | usi:PATH?option=value&nodes=N | heuristic[:WEIGHTS][?depth=D] | random | greedy")
+                   help="checkpoint:WORKDIR[@STEP] | usi:PATH?option=value&nodes=N | fairy-stockfish?nodes=N | "
+                   "gpsusi?depth=D | heuristic[:WEIGHTS][?depth=D] | random | greedy")
     p.add_argument("--openings", default=None, help="data/openings.tsv, or a file of SFEN / 'startpos moves' lines")
     p.add_argument("--games", type=int, default=None, help="games in all (default: each opening twice)")
     p.add_argument("--simulations", type=int, default=800, help="search simulations per move of our agents")

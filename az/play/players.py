@@ -5,6 +5,8 @@
     checkpoint:WORKDIR[@STEP]          our agent (greedy Gumbel search, --simulations n)
     usi:PATH?option=value&nodes=N      a USI engine; limits: nodes, depth, byoyomi (ms), movetime (ms);
                                        timeout (s) per move before it loses (default 120 or limit + 30)
+    fairy-stockfish?nodes=N            /usr/games/fairy-stockfish at N nodes a move (the reference ladder's rungs)
+    gpsusi?depth=D                     /usr/games/gpsusi at LimitDepth D (4-10), one minute's byoyomi
     random | greedy                    uniform random legal moves | one-ply material
     heuristic[:WEIGHTS][?depth=D]      the GA-evolved classical evaluation (az.classical), full-width
                                        search to depth D (1 or 2, default 1); WEIGHTS a weights file
@@ -264,6 +266,31 @@ class UsiPlayer(Player):
         return _UsiSession(self)
 
 
+# The reference engines by short name (docs/reference_engines.md): the one option each
+# takes, and how it becomes a ``usi:`` spec.
+REFERENCE_ENGINES = {
+    "fairy-stockfish": ("/usr/games/fairy-stockfish", "nodes", range(1, 10**9), "nodes={}"),
+    # gpsusi knows no `go depth`: a depth limit with a byoyomi long enough to reach it.
+    "gpsusi": ("/usr/games/gpsusi", "depth", range(4, 11), "LimitDepth={}&byoyomi=60000"),
+}
+
+
+def reference_engine(spec: str) -> UsiPlayer:
+    """``fairy-stockfish?nodes=N`` or ``gpsusi?depth=D``, named by that spelling."""
+    name, _, query = spec.partition("?")
+    path, key, allowed, usi_query = REFERENCE_ENGINES[name]
+    options = dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
+    value = options.pop(key, "")
+    if options or not value.isdigit() or int(value) not in allowed:
+        letter = key[0].upper()
+        bounds = f"from {allowed.start} to {allowed.stop - 1}" if len(allowed) < 100 else f">= {allowed.start}"
+        raise PlayerError(f"player {spec!r}: expected {name}?{key}={letter}, {letter} an integer {bounds}, "
+                          "and no other option")
+    player = UsiPlayer(f"{path}?{usi_query.format(int(value))}")
+    player.name = f"{name}?{key}={int(value)}"
+    return player
+
+
 # Our agent --------------------------------------------------------------------------------
 
 
@@ -363,9 +390,12 @@ def parse_player(spec: str, *, num_simulations: int = 800, slots: int = 1, seed:
         return FloorPlayer(spec, seed)
     if spec.startswith("usi:"):
         return UsiPlayer(spec[4:])
+    if spec.partition("?")[0] in REFERENCE_ENGINES:
+        return reference_engine(spec)
     if spec == "heuristic" or spec.startswith(("heuristic:", "heuristic?")):
         return HeuristicPlayer(spec, seed)
     if spec.startswith("checkpoint:"):
         return AgentPlayer(spec[len("checkpoint:"):], num_simulations=num_simulations, slots=slots, seed=seed,
                            programs=programs)
-    raise PlayerError(f"player {spec!r}: expected checkpoint:WORKDIR[@STEP], usi:PATH[?...], heuristic[:WEIGHTS][?depth=D], random or greedy")
+    raise PlayerError(f"player {spec!r}: expected checkpoint:WORKDIR[@STEP], usi:PATH[?...], fairy-stockfish?nodes=N, "
+                      "gpsusi?depth=D, heuristic[:WEIGHTS][?depth=D], random or greedy")
