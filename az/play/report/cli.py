@@ -8,6 +8,7 @@ import sys
 from az.play.report.balance import engine_scores, network_values, plot_balance, start_positions
 from az.play.report.curves import elo_curve, plot_teacher_curve, read_baselines, read_metrics
 from az.play.report.heatmaps import plot_heatmaps
+from az.play.report.ladder import DEFAULT_RUNGS, LadderSettings, ladder
 from az.play.report.matches import match_losses
 from az.play.report.teacher_report import plot_teacher, teacher_agreement
 
@@ -48,9 +49,23 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--simulations", default="0,16", help="comma-separated; 0 is the policy alone")
     t.add_argument("--one-ply", action="store_true",
                    help="also the value alone: the move after which it rates the position best, of all legal moves")
-    t.add_argument("--split", default="heldout", choices=("heldout", "fit", "all"))
+    t.add_argument("--split", default="heldout", choices=("heldout", "fit", "all", "test"),
+                   help="test: data/teacher_test.tsv, for a final figure only")
     t.add_argument("--positions", type=int, default=0, help="the first N positions of the split (0: all)")
     t.add_argument("--out", default="teacher.png")
+    la = sub.add_parser("ladder", help="snapshots rated among the shipped players by one joint Elo fit")
+    la.add_argument("snapshots", nargs="*", metavar="WORKDIR[@STEP]", help="a bare WORKDIR: all its snapshots")
+    la.add_argument("--rungs", default=",".join(DEFAULT_RUNGS),
+                    help="comma-separated player specs, weakest first (default %(default)s)")
+    la.add_argument("--matches", action="append", default=[], metavar="DIR",
+                    help="recorded matches to add to the fit (eval.py --out folders, or folders of them)")
+    la.add_argument("--no-play", action="store_true", help="fit the recorded matches only")
+    la.add_argument("--games", type=int, default=None, help="games a match (default: each opening twice)")
+    la.add_argument("--simulations", type=int, default=800, help="search simulations a move of the snapshots")
+    la.add_argument("--openings", default="data/openings.tsv", help="(default data/openings.tsv)")
+    la.add_argument("--concurrency", type=int, default=1)
+    la.add_argument("--out", default="ladder.png",
+                    help="the plot; its .json and its matches (OUT_matches/, one folder per openings file) beside it")
     lo = sub.add_parser("losses", help="how the first player of matches lost (mates in one walked into)")
     lo.add_argument("matches", nargs="+", metavar="MATCH_DIR", help="eval.py --out directories")
     lo.add_argument("--out", default="losses.json")
@@ -82,11 +97,22 @@ def main(argv=None) -> int:
                 parser.error(f"--simulations {args.simulations!r}: comma-separated integers")
             if any(n < 0 for n in simulations):
                 parser.error(f"--simulations {args.simulations!r}: counts must be >= 0")
+            from az.measure import teacher as teacher_lib
+
             summary = teacher_agreement(args.checkpoints, simulations, split=args.split, positions=args.positions,
-                                        one_ply=args.one_ply)
+                                        one_ply=args.one_ply,
+                                        teacher_path=teacher_lib.TEST_PATH if args.split == "test" else None)
             plot_teacher(summary, args.out)
             with open(os.path.splitext(args.out)[0] + ".json", "w", encoding="utf-8") as f:
                 json.dump(summary, f, indent=1)
+        elif args.command == "ladder":
+            for name in ("games", "simulations", "concurrency"):
+                if (getattr(args, name) or 1) < 1:
+                    parser.error(f"--{name} must be >= 1")
+            settings = LadderSettings(os.path.splitext(args.out)[0] + "_matches", args.openings, args.games,
+                                      args.simulations, args.concurrency)
+            ladder(args.snapshots, [r for r in args.rungs.split(",") if r], settings, recorded=args.matches,
+                   play=not args.no_play, path=args.out)
         elif args.command == "losses":
             table = {match_dir: match_losses(match_dir) for match_dir in args.matches}
             with open(args.out, "w", encoding="utf-8") as f:
