@@ -3,6 +3,7 @@
 
     .venv/bin/python scripts/make_teacher_set.py                 # data/teacher.tsv, 6,000 positions
     .venv/bin/python scripts/make_teacher_set.py --positions 50 --out /tmp/teacher.tsv   # a dry run
+    .venv/bin/python scripts/make_teacher_set.py --part test --jobs 1   # data/teacher_test.tsv, 1,200 positions
 
 The teacher set is MEASUREMENT data: policy agreement of trained networks with a strong
 engine, and the fitness of a classical evaluation tuned by a genetic algorithm. No training
@@ -44,6 +45,14 @@ How it is made (everything follows from ``--seed``; the output does not depend o
    taken into ``heldout`` until it holds ``--heldout`` (0.2) of the positions; the rest is
    ``fit``. All positions of a game are on one side.
 
+The test part (``--part test``, written to data/teacher_test.tsv, default ``--seed 1``)
+is the positions no choice is made on: new games, from ``random.Random(f"teacher-test:{seed}:game:{g}")``,
+with start schemes and players the fit/heldout games never used: ``random_start(4)`` or
+``random_start(6)`` (four or six uniformly random legal plies from the standard start),
+and ``fs500`` / ``fs5000`` / ``fs50000`` (weights 0.3 / 0.4 / 0.3, a random move with
+probability 0.1). Samples and labels as above (same nodes, same engine settings); a
+position of data/teacher.tsv is left out like an opening; every row's split is ``test``.
+
 Output: a TSV sorted by (game, ply) with the header
 
     sfen  best_move  score_cp  mate  ply  legal_moves  drop  promotion  start  players  game  split
@@ -55,7 +64,7 @@ centipawns, mate scores as +/-(30000 - N) for ``score mate N``;
 ``ply``: the SFEN's move number - 1 (a RandomStart2 start has ply 2); ``legal_moves``:
 cshogi's count; ``drop``/``promotion``: 1 if the best move is a drop / promotes; ``start``:
 the scheme (the names of ``envs.starts``); ``players``: black-white, e.g. ``fs2000-greedy``;
-``game``: the game's index; ``split``: ``fit`` or ``heldout``.
+``game``: the game's index; ``split``: ``fit`` or ``heldout`` (``test`` in the test part).
 
 Progress (games, positions labelled, positions/s, nodes/s, ETA) goes to stderr.
 ``--cache FILE`` keeps every label (FILE) and game (FILE.games) as it arrives and reuses
@@ -88,6 +97,26 @@ MAX_PLIES = 256
 RANDOM_MOVE_CHANCE = 0.15  # of an fs player's turns
 STARTS = (("standard", 1.0), ("random_start(2)", 1.0), ("shogi816k", 1.0))
 PLAYERS = (("fs200", 0.25), ("fs2000", 0.3), ("fs20000", 0.3), ("greedy", 0.15))
+
+
+class Part(NamedTuple):
+    """How the games of one part of the teacher set are drawn."""
+
+    rng_name: str  # the prefix of every random.Random seed string
+    starts: tuple  # (scheme, weight)
+    players: tuple  # (player, weight)
+    random_move_chance: float  # of an fs player's turns
+    out: str  # the default --out
+    positions: int  # the default --positions
+    seed: int  # the default --seed
+
+
+PARTS = {
+    "fit-heldout": Part("teacher", STARTS, PLAYERS, RANDOM_MOVE_CHANCE, "data/teacher.tsv", 6000, 0),
+    # Other starts, node counts and seeds than the positions recipes are chosen on.
+    "test": Part("teacher-test", (("random_start(4)", 1.0), ("random_start(6)", 1.0)),
+                 (("fs500", 0.3), ("fs5000", 0.4), ("fs50000", 0.3)), 0.1, "data/teacher_test.tsv", 1200, 1),
+}
 MATE_SCORE = 30000
 PLIES_PER_SAMPLE = 10  # a game gives one sample per 10 eligible positions (rounded up), at most --per-game
 GAME_BATCH = 16  # games played per round (fixed, so the games played do not depend on --jobs)
@@ -134,9 +163,9 @@ def shogi816k_sfen(rng: random.Random) -> str:
 def start_board(scheme: str, rng: random.Random) -> cshogi.Board:
     if scheme == "standard":
         return cshogi.Board(STANDARD_SFEN)
-    if scheme == "random_start(2)":
+    if (plies := re.fullmatch(r"random_start\((\d+)\)", scheme)):
         board = cshogi.Board(STANDARD_SFEN)
-        for _ in range(2):
+        for _ in range(int(plies.group(1))):
             board.push(rng.choice(list(board.legal_moves)))
         return cshogi.Board(board.sfen())  # the start: history before it is not part of the game
     if scheme == "shogi816k":
@@ -181,10 +210,11 @@ def _greedy_move(board: cshogi.Board, rng: random.Random) -> int:
 
 def play_game(args) -> dict:
     """Plays game ``g``; its sampled positions as dicts (sfen, legal_moves, ...)."""
-    seed, g, per_game = args
-    rng = random.Random(f"teacher:{seed}:game:{g}")
-    scheme = _weighted(rng, STARTS)
-    players = (_weighted(rng, PLAYERS), _weighted(rng, PLAYERS))
+    part_name, seed, g, per_game = args
+    part = PARTS[part_name]
+    rng = random.Random(f"{part.rng_name}:{seed}:game:{g}")
+    scheme = _weighted(rng, part.starts)
+    players = (_weighted(rng, part.players), _weighted(rng, part.players))
     board = start_board(scheme, rng)
     start_sfen, moves, seen = board.sfen(), [], []  # seen: (sfen, legal moves) before each move
     _reset()
@@ -201,7 +231,7 @@ def play_game(args) -> dict:
         player = players[board.turn]
         if player == "greedy":
             move = _greedy_move(board, rng)
-        elif rng.random() < RANDOM_MOVE_CHANCE:
+        elif rng.random() < part.random_move_chance:
             move = rng.choice(legal)
         else:
             usi, _ = _search(f"position sfen {start_sfen} moves {' '.join(moves)}".rstrip(), int(player[2:]))
@@ -236,15 +266,19 @@ def label(args) -> dict:
 # Main -------------------------------------------------------------------------------------
 
 
-def _eval_openings() -> set:
-    path = os.path.join(ROOT, "data", "openings.tsv")
-    if not os.path.exists(path):
-        return set()
-    with open(path, encoding="utf-8") as f:
-        return {position_key(row["final_sfen"]) for row in csv.DictReader(f, delimiter="\t")}
+def _excluded_positions(part: str) -> set:
+    """Positions no game may contribute: the evaluation openings, and for the test part
+    the fit/heldout positions too."""
+    keys = set()
+    for name, column in (("openings.tsv", "final_sfen"), ("teacher.tsv", "sfen")):
+        path = os.path.join(ROOT, "data", name)
+        if os.path.exists(path) and (name == "openings.tsv" or part == "test"):
+            with open(path, encoding="utf-8") as f:
+                keys |= {position_key(row[column]) for row in csv.DictReader(f, delimiter="\t")}
+    return keys
 
 
-def _load_games(path: str, seed: int, per_game: int) -> dict:
+def _load_games(path: str, part: str, seed: int, per_game: int) -> dict:
     games = {}
     if path and os.path.exists(path + ".games"):
         with open(path + ".games", encoding="utf-8") as f:
@@ -253,7 +287,8 @@ def _load_games(path: str, seed: int, per_game: int) -> dict:
                     record = json.loads(line)
                 except json.JSONDecodeError:  # a line cut short by an interrupted run
                     continue
-                if record.pop("seed") == seed and record.pop("per_game") == per_game:
+                same = record.pop("seed") == seed and record.pop("per_game") == per_game
+                if same and record.pop("part", "fit-heldout") == part:
                     games[record["game"]] = record
     return games
 
@@ -283,35 +318,43 @@ def _eta(seconds: float) -> str:
 def _parse_args(argv) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="data/teacher.tsv", help="the TSV to write (default data/teacher.tsv)")
-    parser.add_argument("--positions", type=int, default=6000, help="positions to label (default 6000)")
+    parser.add_argument("--part", default="fit-heldout", choices=tuple(PARTS),
+                        help="fit-heldout (default) or test: new games no recipe is chosen on")
+    parser.add_argument("--out", help="the TSV to write (default data/teacher.tsv; data/teacher_test.tsv for test)")
+    parser.add_argument("--positions", type=int, help="positions to label (default 6000; 1200 for test)")
     parser.add_argument("--nodes", type=int, default=100_000, help="fairy-stockfish nodes per label (default 100000)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the games, samples and split (default 0)")
+    parser.add_argument("--seed", type=int, help="seed of the games, samples and split (default 0; 1 for test)")
     parser.add_argument("--jobs", type=int, default=2, help="engine processes, Threads=1 each (default 2)")
     parser.add_argument("--per-game", type=int, default=8, help="most positions sampled per game (default 8)")
     parser.add_argument("--heldout", type=float, default=0.2, help="share of positions held out (default 0.2)")
     parser.add_argument("--cache", default="", help="a file of labels (and FILE.games of games) to reuse and "
                         "extend: an interrupted run resumes")
-    return parser, parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    part = PARTS[args.part]
+    args.out = args.out or os.path.join(ROOT, part.out)
+    args.positions = part.positions if args.positions is None else args.positions
+    args.seed = part.seed if args.seed is None else args.seed
+    return parser, args
 
 
 def _play_games(pool, args, started: float) -> tuple[list, list]:
     """Step 1: games in rounds of GAME_BATCH until the unique samples cover the positions
     (+2%). Returns (candidate samples in order, the games)."""
-    excluded = _eval_openings()
+    excluded = _excluded_positions(args.part)
     target = args.positions + max(10, args.positions // 50)
     candidates, taken, games = [], set(), []
     dropped = {"duplicate": 0, "openings": 0}
-    game_cache = _load_games(args.cache, args.seed, args.per_game)
+    game_cache = _load_games(args.cache, args.part, args.seed, args.per_game)
     games_file = open(args.cache + ".games", "a", encoding="utf-8") if args.cache else None
     g, played = 0, 0
     while len(candidates) < target:
-        todo = [(args.seed, g + i, args.per_game) for i in range(GAME_BATCH) if g + i not in game_cache]
+        todo = [(args.part, args.seed, g + i, args.per_game) for i in range(GAME_BATCH) if g + i not in game_cache]
         played += len(todo)
         for result in pool.map(play_game, todo):
             game_cache[result["game"]] = result
             if games_file:
-                games_file.write(json.dumps({"seed": args.seed, "per_game": args.per_game, **result}) + "\n")
+                games_file.write(json.dumps({"part": args.part, "seed": args.seed, "per_game": args.per_game,
+                                             **result}) + "\n")
                 games_file.flush()
         results = [game_cache[g + i] for i in range(GAME_BATCH)]
         g += GAME_BATCH
@@ -403,9 +446,9 @@ def _label_samples(pool, args, candidates: list) -> _Labels:
     return _Labels(labelled, skipped, searched, searched_nodes, label_started)
 
 
-def _split_rows(labelled: list, seed: int, heldout: float) -> tuple[list, int, int]:
-    """Step 3: the split by game and the TSV rows in (game, ply) order. Returns (rows,
-    held-out positions, games)."""
+def _split_rows(labelled: list, seed: int, heldout: float, part: str) -> tuple[list, int, int]:
+    """Step 3: the split by game (every row ``test`` in the test part) and the TSV rows in
+    (game, ply) order. Returns (rows, held-out positions, games)."""
     by_game = {}
     for row in labelled:
         by_game.setdefault(row["game"], []).append(row)
@@ -413,7 +456,7 @@ def _split_rows(labelled: list, seed: int, heldout: float) -> tuple[list, int, i
     random.Random(f"teacher:{seed}:split").shuffle(order)
     heldout_games, held = set(), 0
     for game in order:
-        if held >= round(heldout * len(labelled)):
+        if part == "test" or held >= round(heldout * len(labelled)):
             break
         heldout_games.add(game)
         held += len(by_game[game])
@@ -426,7 +469,7 @@ def _split_rows(labelled: list, seed: int, heldout: float) -> tuple[list, int, i
             score = value
         rows.append([row["sfen"], best, score, value if kind == "mate" else "", int(row["sfen"].split()[3]) - 1,
                      row["legal_moves"], int("*" in best), int(best.endswith("+")), row["start"], row["players"],
-                     row["game"], "heldout" if row["game"] in heldout_games else "fit"])
+                     row["game"], "test" if part == "test" else "heldout" if row["game"] in heldout_games else "fit"])
     return rows, held, len(by_game)
 
 
@@ -456,11 +499,12 @@ def main(argv=None) -> int:
     finally:
         pool.close()
         pool.join()
-    rows, held, games = _split_rows(labels.rows, args.seed, args.heldout)
+    rows, held, games = _split_rows(labels.rows, args.seed, args.heldout, args.part)
     _write_tsv(args.out, rows)
     total = time.monotonic() - started
     label_time = time.monotonic() - labels.started
-    _log(f"wrote {args.out}: {len(rows)} positions ({len(rows) - held} fit, {held} heldout) from "
+    parts = f"{len(rows)} test" if args.part == "test" else f"{len(rows) - held} fit, {held} heldout"
+    _log(f"wrote {args.out}: {len(rows)} positions ({parts}) from "
          f"{games} games; skipped {labels.skipped}; {labels.searched} searches in {label_time:.0f} s "
          f"({labels.searched / max(label_time, 1e-9):.2f} positions/s, "
          f"{labels.searched_nodes / max(label_time, 1e-9):,.0f} nodes/s); total {total:.0f} s")

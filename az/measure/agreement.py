@@ -38,11 +38,16 @@ class Probe(NamedTuple):
 
 def make_probe(teacher_set: teacher_lib.TeacherSet, rules: env.Rules, *, split: str = "heldout",
                positions: int = 0) -> Probe:
-    """The ``split`` ("heldout", "fit" or "all") positions, the first ``positions`` of them
-    when > 0 (the file is ordered by game, so a prefix is whole games)."""
-    if split not in ("heldout", "fit", "all"):
-        raise ValueError(f"teacher split {split!r}: choose heldout, fit or all")
+    """The ``split`` ("heldout", "fit", "test" or "all") positions, the first ``positions``
+    of them when > 0 (the file is ordered by game, so a prefix is whole games). The test
+    positions are a file of their own (``teacher.load_split("test")``): only a final figure
+    reads them."""
+    if split not in ("heldout", "fit", "test", "all"):
+        raise ValueError(f"teacher split {split!r}: choose heldout, fit, test or all")
     chosen = teacher_set if split == "all" else teacher_set.select(getattr(teacher_set, split))
+    if chosen.size == 0:
+        raise ValueError(f"teacher split {split!r}: {teacher_set.path} has no such positions"
+                         + (f" (they are in {teacher_lib.TEST_PATH})" if split == "test" else ""))
     if positions > 0:
         chosen = chosen.select(np.arange(min(positions, chosen.size)))
     games, best = teacher_lib.to_device(chosen, rules)

@@ -5,8 +5,9 @@ GA evaluation and reports. No training path reads it (tests/test_teacher.py chec
 the replay buffer, self-play and the learner do not import this module).
 ``scripts/make_teacher_set.py`` makes data/teacher.tsv and documents every column.
 
-    ts = teacher.load()                      # data/teacher.tsv of this repository
+    ts = teacher.load()                      # data/teacher.tsv of this repository: fit and heldout
     held = ts.select(ts.heldout)             # the held-out games' positions
+    test = teacher.load_split("test")        # data/teacher_test.tsv: new games no recipe is chosen on
     states, best = teacher.to_device(held, env.Rules())
 
 ``az.measure.agreement`` measures networks and searches against it.
@@ -23,9 +24,11 @@ import numpy as np
 
 _REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_PATH = os.path.join(_REPOSITORY, "data", "teacher.tsv")
+# The test part: read only to report a final figure, never to choose (not loaded by default).
+TEST_PATH = os.path.join(_REPOSITORY, "data", "teacher_test.tsv")
 COLUMNS = ("sfen", "best_move", "score_cp", "mate", "ply", "legal_moves", "drop", "promotion", "start", "players",
            "game", "split")
-SPLITS = ("fit", "heldout")
+SPLITS = ("fit", "heldout", "test")
 MATE_SCORE = 30000  # score_cp of a mate in N plies: +/-(MATE_SCORE - N)
 
 _USI_MOVE = re.compile(r"[1-9][a-i][1-9][a-i]\+?|[PLNSGBR]\*[1-9][a-i]")  # as envs.notation.USI_MOVE
@@ -48,7 +51,8 @@ class TeacherSet(NamedTuple):
     players: list  # [P] str, ``black-white`` players of the game, e.g. ``fs2000-greedy``
     game: np.ndarray  # [P] int32, the game the position was sampled from
     fit: np.ndarray  # [P] bool, in the fitting part
-    heldout: np.ndarray  # [P] bool, in the held-out part (exactly ~fit)
+    heldout: np.ndarray  # [P] bool, in the held-out part
+    test: np.ndarray  # [P] bool, in the test part (fit, heldout and test partition the positions)
     path: str  # the file it was read from
 
     @property
@@ -130,8 +134,17 @@ def load(path: str = DEFAULT_PATH) -> TeacherSet:
         mate=np.asarray(mate, np.int32), ply=np.asarray(ply, np.int32), legal_moves=np.asarray(legal, np.int32),
         drop=np.asarray(drop, bool), promotion=np.asarray(promotion, bool), start=list(start),
         players=list(players), game=np.asarray(game, np.int32), fit=split == "fit", heldout=split == "heldout",
-        path=path,
+        test=split == "test", path=path,
     )
+
+
+def load_split(split: str) -> TeacherSet:
+    """The shipped positions of one split: ``fit`` and ``heldout`` from data/teacher.tsv,
+    ``test`` from data/teacher_test.tsv. ValueError names an unknown split."""
+    if split not in SPLITS:
+        raise ValueError(f"teacher split {split!r}: choose one of {', '.join(SPLITS)}")
+    teacher_set = load(TEST_PATH if split == "test" else DEFAULT_PATH)
+    return teacher_set.select(getattr(teacher_set, split))
 
 
 def to_device(teacher_set: TeacherSet, rules=None):
