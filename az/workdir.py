@@ -197,6 +197,13 @@ def _tuples(d: dict) -> dict:
     return {k: _tuples(v) if isinstance(v, dict) else tuple(v) if isinstance(v, list) else v for k, v in d.items()}
 
 
+def user_cache_dir() -> str:
+    """The user's azshogi folder for what has no workdir (the classical engine's compiled
+    programs, in its ``jax_cache``): ``$XDG_CACHE_HOME/azshogi``, else ``~/.cache/azshogi``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "azshogi")
+
+
 def enable_compilation_cache(directory: str) -> bool:
     """Points JAX's persistent compilation cache at ``directory`` (created if need be), or
     at ``$JAX_COMPILATION_CACHE_DIR`` when that is set (one cache for many runs, as the

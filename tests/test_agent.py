@@ -55,6 +55,30 @@ def test_programs_load_in_a_later_process_and_an_upgrade_serializes_its_own(tmp_
     assert _process(cache, "b")["loaded"]
 
 
+def test_programs__a_compile_another_process_runs_is_waited_for_with_a_timeout(tmp_path, monkeypatch):
+    """One holder at a time per program; another waits for it (then loads what it left),
+    and gives up waiting after ``COMPILE_WAIT_S`` (compiling its own)."""
+    import threading
+    import time
+
+    from az.play import programs as programs_lib
+
+    path = str(tmp_path / "azshogi_executables" / "probe.bin")
+    monkeypatch.setattr(programs_lib, "COMPILE_WAIT_S", 0.5)
+    with programs_lib._CompileLock(path) as first:
+        assert not first.waited
+        start = time.monotonic()
+        with programs_lib._CompileLock(path) as impatient:  # the holder never lets go: it goes on alone
+            assert impatient.waited and 0.5 <= time.monotonic() - start < 2.0
+        release = threading.Timer(0.2, first.__exit__)
+        release.start()
+        with programs_lib._CompileLock(path) as patient:  # the holder finishes: it gets the lock
+            assert patient.waited and time.monotonic() - start < 2.5
+        release.join()
+    with programs_lib._CompileLock(None) as uncached:
+        assert not uncached.waited
+
+
 PARSER = textwrap.dedent("""
     import json, os, sys
     import jax
@@ -95,6 +119,7 @@ def guarded_agent():
 
     from az import network as network_lib
     from az.play import agent as agent_lib
+    from az.play import programs as programs_lib
     from configs import default
     from envs import env, notation
 
@@ -107,10 +132,49 @@ def guarded_agent():
     games = agent_lib.stack_states(states)
     search = agent.search(0, batch=len(sfens), history=rules.history)
     result = search(params, jax.random.PRNGKey(1), games)
-    playing_rules = agent._playing_rules(rules.history, agent_lib.MATCH_MAX_LENGTH)
-    step_all = agent.programs.get(("step", playing_rules, len(sfens)))
+    playing_rules = programs_lib.limit_free(agent._playing_rules(rules.history))
+    limited_step = agent.programs.get(("step", playing_rules, len(sfens)))
+    limit = programs_lib.limit_value(agent_lib.MATCH_MAX_LENGTH)
+
+    def step_all(games, actions):
+        return limited_step(games, actions, limit)
+
     find_mates = agent.programs.get(("mate", len(sfens), rules.history))
     return sfens, states, games, result, step_all, find_mates, agent.programs
+
+
+def test_agent__a_changed_ply_limit_compiles_nothing(guarded_agent):
+    """The game's ply limit is a value of the compiled programs: searches under other limits
+    (a match's 256, a GUI's 320, none) reuse the fixture's programs, and nothing compiles
+    (JAX reports no compile while they run), whereas a new simulation count would."""
+    import jax
+
+    from az import network as network_lib
+    from az.play import agent as agent_lib
+    from az.play import programs as programs_lib
+    from configs import default
+
+    _, _, games, result, _, _, programs = guarded_agent
+    config = default.get_config("smoke")
+    params = network_lib.init_params(network_lib.make_network(config.model), jax.random.PRNGKey(0))
+    agent = agent_lib.Agent(config=config, params=params, step=0, name="untrained", programs=programs)
+    key = jax.random.PRNGKey(1)
+    keys = set(programs.keys())
+    compiles = []
+
+    def listen(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(event)
+
+    batch, history = games.x.board.shape[0], games.history.shape[1]
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        for limit in (agent_lib.MATCH_MAX_LENGTH, 320, 1, programs_lib.LIMIT_AS_ARGUMENT):
+            out = agent.search(0, batch=batch, history=history, max_length=limit)(params, key, games)
+            assert out.action.shape == result.action.shape
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert set(programs.keys()) == keys and compiles == []
 
 
 def test_the_agent_never_plays_into_a_mate_in_one_it_can_avoid(guarded_agent):

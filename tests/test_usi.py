@@ -19,13 +19,14 @@ import subprocess
 import sys
 import threading
 import time
+import types
 
 import cshogi
 import cshogi.usi
 import pytest
 
 from az import workdir as workdir_lib
-from az.play.engine import clock, protocol
+from az.play.engine import clock, moves, protocol
 from az.play.engine import engine as engine_lib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -374,6 +375,36 @@ def test_watchdog_answers_with_the_fallback_when_the_search_runs_late():
     assert engine.said()[-1] == "bestmove 7g7f"  # answered once
 
 
+class _ArmedEngine(_ScriptedEngine):
+    """A scripted engine with a network model and a position: ``arm`` sets the watchdog and
+    a host fallback (a stand-in for the model module's first legal move)."""
+
+    def __init__(self, script):
+        super().__init__(script)
+        self.model = types.SimpleNamespace(fixed_size=False)
+        self.position = types.SimpleNamespace(state=types.SimpleNamespace(ply=10, current_player=0))
+        first_legal = types.SimpleNamespace(first_legal_answer=lambda state: protocol.Answer("1g1f", []))
+        self.heavy_half = lambda: first_legal
+
+    def arm(self, job):
+        moves.arm(self, job, self.heavy_half)
+
+
+def test_a_move_is_answered_at_its_deadline_while_the_previous_search_still_runs():
+    """The watchdog is set before a go waits for the previous go's search (still running
+    after its own watchdog answered): the host fallback answers at the deadline."""
+    engine = _ArmedEngine([(2.0, "result", "2g2f")])
+    start = time.monotonic()
+    engine.handle("go btime 0 wtime 0 byoyomi 300")
+    wait_for(lambda: len(engine.said()) == 2, 2.0)
+    engine.handle("go btime 0 wtime 0 byoyomi 300")
+    wait_for(lambda: len(engine.said()) == 4, 2.0)
+    assert time.monotonic() - start < 1.5
+    assert engine.said() == [moves.HOST_FALLBACK_NOTE, "bestmove 1g1f"] * 2
+    engine.job.finished.wait(5)
+    assert engine.said()[-1] == "bestmove 1g1f"  # the late results are not sent
+
+
 def test_stop_waits_for_a_first_move_and_answers_once():
     engine = _ScriptedEngine([(0.3, "fallback", "7g7f"), (0.3, "result", "2g2f")])
     engine.handle("go infinite")
@@ -492,6 +523,38 @@ def test_go_with_a_clock_answers_in_time(fresh, clock, seconds):
     assert elapsed < seconds + 0.3, f"bestmove after {elapsed:.2f} s for {clock}\n{fresh.tail()}"
     assert_legal(position, move)
     assert info_lines(lines)
+
+
+RUNNER_BYOYOMI_S = 1.0  # a third-party runner's default: go btime 0 wtime 0 byoyomi 1000
+ANSWER_MARGIN_S = 0.5  # what a byoyomi move may take beyond it here (the runner's own margin)
+
+
+def test_a_runners_game_length_limit_compiles_nothing_and_moves_come_in_time(fresh):
+    """A runner's order: MaxMovesToDraw before isready, usinewgame, position, go at 1 s
+    byoyomi. The limit is a value of the compiled programs: isready has nothing to compile
+    (no progress line), and every move comes within the byoyomi and the margin, also right
+    after the limit changed without an isready (where a move once waited 12 s for the new
+    limit's programs)."""
+    try:
+        for limit, isready in ((320, True), (256, False), (0, True)):
+            fresh.send(f"setoption name MaxMovesToDraw value {limit}")
+            if isready:
+                start = time.monotonic()
+                assert fresh.isready(30) == ["readyok"]
+                assert time.monotonic() - start < 5.0, "isready after a changed limit took long"
+            fresh.send("usinewgame")
+            moves = []
+            for _ in range(2):
+                position = "startpos" + (" moves " + " ".join(moves) if moves else "")
+                fresh.send(f"position {position}")
+                start = time.monotonic()
+                move, lines = fresh.go(f"go btime 0 wtime 0 byoyomi {int(RUNNER_BYOYOMI_S * 1000)}")
+                elapsed = time.monotonic() - start
+                assert elapsed < RUNNER_BYOYOMI_S + ANSWER_MARGIN_S, f"{elapsed:.2f} s at limit {limit}\n{fresh.tail()}"
+                assert_legal(position, move)
+                moves.append(move)
+    finally:
+        fresh.send("setoption name MaxMovesToDraw value 0")
 
 
 def test_go_without_time_plays_the_policy_move_at_once(fresh):
@@ -819,7 +882,11 @@ def test_a_first_start_answers_with_quick_programs_and_optimizes_them_aside(work
 
     from az.play.engine import model as model_lib
 
-    model = model_lib.Model(f"{workdir}@0", max_plies=123)  # a ply limit no other test compiles
+    from az.play import programs as programs_lib
+
+    workbench = model_lib.Workbench()
+    workbench.programs = programs_lib.Programs(digest=f"first-start-{time.time()}")  # nothing serialized for it
+    model = model_lib.Model(f"{workdir}@0", max_plies=123, workbench=workbench)
     assert model._starts_quick(SIMULATIONS)
     said = []
     model.prepare(SIMULATIONS, said.append)

@@ -362,6 +362,19 @@ def _features_block(board: Array, hand: Array):
     return features(board, hand), movegen.material(board, hand)
 
 
+def block_arguments(name: str) -> tuple:
+    """The abstract arguments [BLOCK, ...] int32 of the block program ``name``."""
+    board, hand = jax.ShapeDtypeStruct((BLOCK, 81), jnp.int32), jax.ShapeDtypeStruct((BLOCK, 2, 7), jnp.int32)
+    action = jax.ShapeDtypeStruct((BLOCK,), jnp.int32)
+    return (board, hand, action) if name == "successors" else (board, hand)
+
+
+def install_blocks(programs: dict) -> None:
+    """Uses ``programs`` (name -> compiled program of ``block_arguments(name)``) for the
+    blocks from now on, in place of the jits."""
+    BLOCK_PROGRAMS.update(programs)
+
+
 def _blocks(fn, arrays, total: int, progress=None):
     """``fn`` over host arrays [total, ...] in blocks of ``BLOCK`` (the last padded by
     repeating a real row): host arrays [total, ...]."""
@@ -381,15 +394,21 @@ def _legal_block(board: Array, hand: Array):
     return dense.analyze_batch(board, hand)[:1]
 
 
+BLOCK_JITS = {"successors": _successors_block, "features": _features_block, "legal": _legal_block}
+# The compiled block programs, by name: the jits, or the executables a process installed in
+# their place (``install_blocks``: the USI engine's, kept serialized between starts).
+BLOCK_PROGRAMS = dict(BLOCK_JITS)
+
+
 def legal_masks(board: np.ndarray, hand: np.ndarray) -> np.ndarray:
     """Legal masks [C, 2187] bool of positions [C, 81], [C, 2, 7], in blocks of ``BLOCK``."""
-    return _blocks(_legal_block, (board, hand), len(board))[0]
+    return _blocks(BLOCK_PROGRAMS["legal"], (board, hand), len(board))[0]
 
 
 def feature_values(board: np.ndarray, hand: np.ndarray, progress=None) -> tuple[np.ndarray, np.ndarray]:
     """Features [C, F] and greedy material [C] of positions [C, 81], [C, 2, 7] seen by
     their mover, in compiled blocks of ``BLOCK`` (host arrays in and out)."""
-    return _blocks(_features_block, (board, hand), len(board), progress)
+    return _blocks(BLOCK_PROGRAMS["features"], (board, hand), len(board), progress)
 
 
 def expand(board: np.ndarray, hand: np.ndarray, action: np.ndarray, *, flip: bool = True, progress=None):
@@ -398,7 +417,7 @@ def expand(board: np.ndarray, hand: np.ndarray, action: np.ndarray, *, flip: boo
     and greedy material [C] seen from the side that moved (``flip``) or from the side to
     move after it; mated [C] (the side to move after it has no legal move); the child
     positions [C, 81], [C, 2, 7] (the new mover's frame)."""
-    child_board, child_hand, can_move = _blocks(_successors_block, (board, hand, action), len(action))
+    child_board, child_hand, can_move = _blocks(BLOCK_PROGRAMS["successors"], (board, hand, action), len(action))
     seen_board, seen_hand = child_board, child_hand
     if flip:  # root_frame on the host
         seen_board = np.where(child_board >= 0, (child_board + 14) % 28, -1)[:, ::-1]

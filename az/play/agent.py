@@ -73,92 +73,108 @@ class Agent:
 
         ``history``: the repetition history H of the games searched (their
         ``Rules.history``). ``max_length``: the game's ply limit as the tree sees it (a
-        match's 256, or unlimited for a GUI's game), not the training run's.
+        match's 256, or unlimited for a GUI's game), not the training run's: a value
+        passed to the program, so every limit shares one compile.
         ``num_simulations`` 0 is the policy network's move. ``quick``: on a CPU, compiled
         with ``QUICK_CPU_COMPILE`` (4x sooner, 3.5x slower to run): a program of its own."""
-        key = (self.program, num_simulations, batch, history, max_length, pv_length, quick)
-        return self.programs.once(key, lambda: self._compile(num_simulations, batch, history, max_length, pv_length,
-                                                             quick))
+        key = (self.program, num_simulations, batch, history, pv_length, quick)
+        program = self.programs.once(key, lambda: self._compile(num_simulations, batch, history, pv_length, quick))
+        limit = programs_lib.limit_value(max_length)
+        return lambda params, rng_key, games: program(params, rng_key, games, limit)
 
-    def serialized(self, num_simulations: int, *, batch: int, history: int, max_length: int = MATCH_MAX_LENGTH,
-                   pv_length: int = 1, quick: bool = False) -> bool:
+    def serialized(self, num_simulations: int, *, batch: int, history: int, pv_length: int = 1,
+                   quick: bool = False) -> bool:
         """An earlier process left this search's programs serialized: ``search`` loads
-        rather than compiles them."""
-        shapes = [(self.program, num_simulations, batch, history, max_length, pv_length, quick)]
+        rather than compiles them (whatever its ply limit)."""
+        shapes = [(self.program, num_simulations, batch, history, pv_length, quick)]
         if self.rules.movegen == "dense":
-            rules = self._playing_rules(history, max_length)
+            rules = programs_lib.limit_free(self._playing_rules(history))
             shapes += [("mate", batch, history), ("step", rules, batch)]
             shapes += [] if quick else [("mate3", rules, batch)]
         return all(self.programs.loadable(shape) for shape in shapes)
 
-    def compiled_simulations(self, *, batch: int, history: int, max_length: int = MATCH_MAX_LENGTH,
-                             pv_length: int = 1, quick: bool = False) -> set[int]:
-        """The simulation counts whose search of this shape is compiled already."""
-        shape = (self.program, batch, history, max_length, pv_length, quick)
+    def compiled_simulations(self, *, batch: int, history: int, pv_length: int = 1, quick: bool = False) -> set[int]:
+        """The simulation counts whose search of this shape is compiled already (for
+        every ply limit)."""
+        shape = (self.program, batch, history, pv_length, quick)
         return {key[1] for key in self.programs.keys() if (key[0], *key[2:]) == shape}
 
-    def _playing_rules(self, history: int, max_length: int) -> env.Rules:
-        return dataclasses.replace(self.rules, max_length=max_length, history=history)
+    def _playing_rules(self, history: int, max_length: int = programs_lib.LIMIT_AS_ARGUMENT) -> env.Rules:
+        if isinstance(max_length, int):
+            return dataclasses.replace(self.rules, max_length=max_length, history=history)
+        return programs_lib.with_limit(dataclasses.replace(self.rules, history=history), max_length)
 
-    def _tree_search(self, num_simulations: int, history: int, max_length: int, pv_length: int):
+    def _tree_search(self, num_simulations: int, history: int, pv_length: int):
         """The search as evaluation plays it: Gumbel without noise, and pawns, bishops and
         rooks promoted wherever they may, whatever the run trained with (every setting not
-        fixed here is in ``program``). The root's mate in one is a program of its own,
-        compiled once for every simulation count (it is most of a small search's compile)."""
-        return search_lib.search_from_config(
-            self.config.search,
-            self.network.apply,
-            self._playing_rules(history, max_length),
-            algorithm="gumbel",
-            num_simulations=num_simulations,
-            gumbel_scale=0.0,
-            dirichlet_alpha=0.0,
-            dirichlet_fraction=0.0,
-            pv_length=pv_length,
-            mate_in_one=False,
-            mate_in_tree=False,
-            always_promote=True,
-        )
+        fixed here is in ``program``): ``(params, rng_key, games, limit, found, action) ->
+        SearchResult``, the game's ply limit (int32 []) a value; a root with a mate (found
+        [B], action [B]: the root's mate search) plays it (``search.with_mate``). That
+        search is a program of its own, compiled once for every simulation count (it is
+        most of a small search's compile)."""
 
-    def _compile(self, num_simulations: int, batch: int, history: int, max_length: int, pv_length: int,
-                 quick: bool):
-        tree = self._tree_search(num_simulations, history, max_length, pv_length)
+        def tree(params, rng_key: Array, games: env.State, limit: Array, found: Array, action: Array
+                 ) -> search_lib.SearchResult:
+            search = search_lib.search_from_config(
+                self.config.search,
+                self.network.apply,
+                self._playing_rules(history, limit),
+                algorithm="gumbel",
+                num_simulations=num_simulations,
+                gumbel_scale=0.0,
+                dirichlet_alpha=0.0,
+                dirichlet_fraction=0.0,
+                pv_length=pv_length,
+                mate_in_one=False,
+                mate_in_tree=False,
+                always_promote=True,
+            )
+            result = search(params, rng_key, games)
+            return search_lib.with_mate(result, found, action, num_simulations=num_simulations)
+
+        return tree
+
+    def _compile(self, num_simulations: int, batch: int, history: int, pv_length: int, quick: bool):
+        tree = self._tree_search(num_simulations, history, pv_length)
         games = jax.eval_shape(lambda: stack_states([example_state(history)] * batch))
         key = jax.eval_shape(lambda: jax.random.PRNGKey(0))
-        tree_shape = (self.program, num_simulations, batch, history, max_length, pv_length, quick)
+        found, action = jax.ShapeDtypeStruct((batch,), jnp.bool_), jax.ShapeDtypeStruct((batch,), jnp.int32)
+        arguments = (self.params, key, games, programs_lib.LIMIT_SHAPE, found, action)
+        tree_shape = (self.program, num_simulations, batch, history, pv_length, quick)
         if self.rules.movegen != "dense":  # the mate detector needs the dense core
-            return self.programs.compile(tree_shape, tree, (self.params, key, games), _RESULT_TREE, quick=quick)
+            tree = self.programs.compile(tree_shape, tree, arguments, _RESULT_TREE, quick=quick)
+            no_mate = (np.zeros(batch, bool), np.zeros(batch, np.int32))
+            return lambda params, rng_key, games, limit: tree(params, rng_key, games, limit, *no_mate)
         programs = self.programs
         mate_program = functools.partial(programs.mate_program, games)
         # Serialized programs load side by side (2.5-3 s each on a CPU); compiles do not
         # overlap well, so they stay one after the other.
         # A quick search (the engine's first start) looks for mates in one only: the mate
         # in three compiles with the -O2 programs that replace it (minutes on one core).
-        rules = self._playing_rules(history, max_length)
+        rules = self._playing_rules(history)
         root_mate_program = None if quick else functools.partial(programs.root_mate_program, rules, games)
         beside = []
         if programs.loadable(tree_shape) and programs.loadable(("mate", batch, history)):
             beside.append(threading.Thread(target=_quietly, args=(mate_program,), daemon=True, name="azshogi-mate"))
-            if root_mate_program is not None and programs.loadable(("mate3", rules, batch)):
+            if root_mate_program is not None and programs.loadable(("mate3", programs_lib.limit_free(rules), batch)):
                 beside.append(threading.Thread(target=_quietly, args=(root_mate_program,), daemon=True,
                                                name="azshogi-mate3"))
         for thread in beside:
             thread.start()
-        tree = programs.compile(tree_shape, tree, (self.params, key, games), _RESULT_TREE, quick=quick)
+        tree = programs.compile(tree_shape, tree, arguments, _RESULT_TREE, quick=quick)
         for thread in beside:
             thread.join()
         find_mates = mate_program()  # made by the thread, or here (raising where it failed)
-        with_mate = _with_mate(num_simulations)
         step_all = programs.step_program(rules, games)
-        find_root_mates = find_mates if root_mate_program is None else root_mate_program()
+        find_root_mates = (lambda games, limit: find_mates(games)) if root_mate_program is None else root_mate_program()
 
-        def search(params, rng_key: Array, games: env.State) -> search_lib.SearchResult:
+        def search(params, rng_key: Array, games: env.State, limit: Array) -> search_lib.SearchResult:
             """A root with a mate in one or three plays it without a search
             (``search.with_mate``); a move that lets the opponent mate in one is replaced
-            where another does not."""
-            found, action = find_root_mates(games)
-            result = with_mate(tree(params, rng_key, games), found, action)
-            return replace_refuted_moves(result, games, step_all, find_mates)
+            where another does not. ``limit``: the game's ply limit, int32 []."""
+            found, action = find_root_mates(games, limit)
+            result = tree(params, rng_key, games, limit, found, action)
+            return replace_refuted_moves(result, games, functools.partial(_step_within, step_all, limit), find_mates)
 
         return search
 
@@ -186,6 +202,11 @@ def _quietly(work) -> None:
         pass
 
 
+def _step_within(step_all, limit: Array, games: env.State, actions) -> env.State:
+    """``step_all(games, actions, limit)``: a step program with the game's ply limit bound."""
+    return step_all(games, actions, limit)
+
+
 def replace_refuted_moves(result: search_lib.SearchResult, games: env.State, step_all, find_mates
                           ) -> search_lib.SearchResult:
     """``result`` with each move after which the opponent has a mate in one replaced by the
@@ -196,7 +217,8 @@ def replace_refuted_moves(result: search_lib.SearchResult, games: env.State, ste
     One step and one mate check of the chosen moves per search; only where a move is
     refuted, its alternatives are checked, B at a time, on the host's orders. Nearly every
     game the stall study's 16-simulation snapshots lost to greedy was lost so
-    (docs/stall_study.md, mate checks)."""
+    (docs/stall_study.md, mate checks). Everything else is host arrays: no program is
+    compiled on a move (the engine's clock cannot wait for one)."""
     refuted = np.asarray(find_mates(step_all(games, result.action))[0])
     if not refuted.any():
         return result
@@ -204,9 +226,10 @@ def replace_refuted_moves(result: search_lib.SearchResult, games: env.State, ste
     actions = np.asarray(result.action).copy()
     legal = np.asarray(games.legal_action_mask)
     preference = np.asarray(result.policy)
+    host_games = jax.device_get(games)
     for row in np.flatnonzero(refuted):
         order = [a for a in np.argsort(-preference[row], kind="stable") if legal[row, a] and a != actions[row]]
-        same_game = jax.tree.map(lambda a: jnp.broadcast_to(a[row], a.shape), games)
+        same_game = jax.tree.map(lambda a: np.broadcast_to(a[row], a.shape), host_games)
         for first in range(0, len(order), batch):
             candidates = order[first:first + batch]
             padded = np.asarray(candidates + candidates[:1] * (batch - len(candidates)), np.int32)
@@ -214,27 +237,25 @@ def replace_refuted_moves(result: search_lib.SearchResult, games: env.State, ste
             if not mated.all():
                 actions[row] = candidates[int(np.argmin(mated))]
                 break
-    return _with_actions(result, jnp.asarray(actions))
+    return _with_actions(result, actions)
 
 
-@jax.jit
-def _with_actions(result: search_lib.SearchResult, action: Array) -> search_lib.SearchResult:
-    """``result`` playing ``action`` [B]: its Q where the search visited it, its PV that move."""
-    changed = action != result.action
-    rows = jnp.arange(action.shape[0])
-    visited = result.visit_counts[rows, action] > 0
-    chosen_q = jnp.where(visited, result.q[rows, action], result.search_value)
-    pv = jnp.full_like(result.pv, -1).at[:, 0].set(action)
+def _with_actions(result: search_lib.SearchResult, action: np.ndarray) -> search_lib.SearchResult:
+    """``result`` playing ``action`` [B] (host): its Q where the search visited it, its PV
+    that move. On the host (small arrays): no compile on a move."""
+    old_action, visits, q, value, chosen_q, old_pv = jax.device_get(
+        (result.action, result.visit_counts, result.q, result.search_value, result.chosen_q, result.pv))
+    changed = action != old_action
+    rows = np.arange(action.shape[0])
+    visited = visits[rows, action] > 0
+    new_q = np.where(visited, q[rows, action], value)
+    pv = np.full_like(old_pv, -1)
+    pv[:, 0] = action
     return result.replace(
-        action=action,
-        chosen_q=jnp.where(changed, chosen_q, result.chosen_q),
-        pv=jnp.where(changed[:, None], pv, result.pv),
+        action=jnp.asarray(action.astype(old_action.dtype)),
+        chosen_q=jnp.asarray(np.where(changed, new_q, chosen_q).astype(chosen_q.dtype)),
+        pv=jnp.asarray(np.where(changed[:, None], pv, old_pv)),
     )
-
-
-@functools.lru_cache(maxsize=None)
-def _with_mate(num_simulations: int):
-    return jax.jit(functools.partial(search_lib.with_mate, num_simulations=num_simulations))
 
 
 @functools.lru_cache(maxsize=None)

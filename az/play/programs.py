@@ -7,16 +7,25 @@ one batched ``env.step`` (``("step", rules, B)``) and the position parser (``("s
 rules)``, ``("move", rules)``). Agents handed the same ``Programs`` share them: a match
 between two snapshots of one run, a curve over a run's snapshots, the engine's reloads.
 
+The game's ply limit is a value, not a shape: the searches, the mate in three and the
+step take it as their last argument (int32 []; ``limit_free`` is the rules they are
+keyed by), so a changed limit (the engine's ``MaxMovesToDraw``) compiles nothing.
+
 Where JAX's persistent compilation cache is on (training and the engine point it at the
 workdir's ``jax_cache``), each program is also kept there as a serialized executable,
 keyed by its shape, the backend and a digest of this package's source: a later process
-(the engine's next start) loads it without tracing or compiling.
+(the engine's next start) loads it without tracing or compiling. Processes that start
+together (a match runner's engines) compile each program once: one holds a lock on it
+(``_CompileLock``) while the others wait for its executable, up to ``COMPILE_WAIT_S``,
+then compile their own.
 """
 
+import dataclasses
 import functools
 import hashlib
 import os
 import threading
+import time
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +39,12 @@ from envs import env, mate, movegen, notation
 # (``quick``) takes 19 s instead of 77 s but runs 3.5x slower: the engine's first start
 # plays with it while the -O2 search compiles aside.
 QUICK_CPU_COMPILE = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+
+# A process waits this long for another one's compile of the same program, then compiles
+# its own (a -O2 search takes 77 s on one core, a quick one 19 s).
+COMPILE_WAIT_S = 300.0
+# The ply limit in the rules programs are keyed by (``limit_free``); the real one is an argument.
+LIMIT_AS_ARGUMENT = 2**30
 
 MATE_TREE = jax.tree.structure((0, 0))  # mate.mate_in_one's output: (found, action)
 STATE_TREE = jax.tree.structure(env.State(movegen.GameState(), *[0] * (len(env.State._fields) - 1)))
@@ -120,18 +135,27 @@ class Programs:
         path = self.executable_path(shape)
         trees = (jax.tree.structure((args, {})), out_tree)
         compiled = _load_executable(path, *trees)
-        if compiled is None:
-            # Named after the source: JAX's cache key begins with the program's name, so code
-            # that changed (an upgrade) compiles here instead of reading an entry that an
-            # earlier version left in JAX's cache, which could not be serialized again.
-            def program(*arguments):
-                return fn(*arguments)
+        if compiled is not None:
+            return compiled
+        with _CompileLock(path) as lock:
+            if lock.waited:  # another process compiled it meanwhile
+                compiled = _load_executable(path, *trees)
+            if compiled is None:
+                compiled = self._compile_here(path, fn, args, trees, options)
+        return compiled
 
-            program.__name__ = program.__qualname__ = f"azshogi_{self.digest[:16]}"
-            hits = self._cache_hits()
-            compiled = jax.jit(program).lower(*args).compile(options)
-            if self._cache_hits() == hits:  # compiled here: one read back from JAX's cache does not serialize whole
-                _save_executable(path, compiled, *trees)
+    def _compile_here(self, path: str | None, fn, args: tuple, trees: tuple, options):
+        # Named after the source: JAX's cache key begins with the program's name, so code
+        # that changed (an upgrade) compiles here instead of reading an entry that an
+        # earlier version left in JAX's cache, which could not be serialized again.
+        def program(*arguments):
+            return fn(*arguments)
+
+        program.__name__ = program.__qualname__ = f"azshogi_{self.digest[:16]}"
+        hits = self._cache_hits()
+        compiled = jax.jit(program).lower(*args).compile(options)
+        if self._cache_hits() == hits:  # compiled here: one read back from JAX's cache does not serialize whole
+            _save_executable(path, compiled, *trees)
         return compiled
 
     def install_parser(self, rules: env.Rules) -> None:
@@ -157,21 +181,98 @@ class Programs:
         return self.once(key, lambda: self.compile(key, mate.mate_in_one, (games,), MATE_TREE, quick=True))
 
     def root_mate_program(self, rules: env.Rules, games: env.State):
-        """``mate.mate_in_three`` under ``rules`` over a batch of the shape of ``games``
-        (abstract), compiled -O2: it runs at every move (about 30 ms a root on one core at
-        B = 1, against 50-70 ms compiled quick)."""
-        key = ("mate3", rules, games.x.board.shape[0])
-        return self.once(key, lambda: self.compile(key, functools.partial(mate.mate_in_three, rules=rules),
-                                                   (games,), MATE_TREE))
+        """``mate.mate_in_three`` under ``rules`` (their ply limit aside) over a batch of
+        the shape of ``games`` (abstract), compiled -O2: ``(games [B], limit []) -> (found
+        [B], action [B])``. It runs at every move (about 30 ms a root on one core at B = 1,
+        against 50-70 ms compiled quick)."""
+        key = ("mate3", limit_free(rules), games.x.board.shape[0])
+
+        def find(games, limit):
+            return mate.mate_in_three(games, rules=with_limit(rules, limit))
+
+        return self.once(key, lambda: self.compile(key, find, (games, LIMIT_SHAPE), MATE_TREE))
 
     def step_program(self, rules: env.Rules, games: env.State):
-        """``env.step`` over a batch of the shape of ``games`` (abstract): ``step(games [B],
-        actions [B]) -> games [B]``, compiled quick."""
+        """``env.step`` under ``rules`` (their ply limit aside) over a batch of the shape of
+        ``games`` (abstract): ``step(games [B], actions [B], limit []) -> games [B]``,
+        compiled quick."""
         batch = games.x.board.shape[0]
-        key = ("step", rules, batch)
+        key = ("step", limit_free(rules), batch)
         actions = jax.ShapeDtypeStruct((batch,), jnp.int32)
-        return self.once(key, lambda: self.compile(key, jax.vmap(notation.step_program(rules)), (games, actions),
-                                                   STATE_TREE, quick=True))
+
+        def step(games, actions, limit):
+            return jax.vmap(notation.step_program(with_limit(rules, limit)))(games, actions)
+
+        return self.once(key, lambda: self.compile(key, step, (games, actions, LIMIT_SHAPE), STATE_TREE, quick=True))
+
+
+LIMIT_SHAPE = jax.ShapeDtypeStruct((), jnp.int32)  # the ply limit, an argument of the programs that judge it
+
+
+def limit_free(rules: env.Rules) -> env.Rules:
+    """``rules`` as a program that takes the ply limit as an argument is keyed by."""
+    fields = {f.name: getattr(rules, f.name) for f in dataclasses.fields(rules)}
+    return env.Rules(**{**fields, "max_length": LIMIT_AS_ARGUMENT})
+
+
+def limit_value(max_length: int):
+    """The ply limit argument of those programs: int32 [] (int32's range holds any limit)."""
+    return jnp.int32(min(max_length, LIMIT_AS_ARGUMENT))
+
+
+class _LimitAsValue(env.Rules):
+    """``env.Rules`` whose ``max_length`` is a traced int32 inside a program being compiled
+    (``env.step`` only compares the ply with it); the other fields are checked as usual."""
+
+    def __post_init__(self):
+        limit_free(self)  # validates every field but the limit
+
+
+def with_limit(rules: env.Rules, limit) -> env.Rules:
+    """``rules`` with the ply limit ``limit``, a traced int32 [] (inside a compiled program)."""
+    fields = {f.name: getattr(rules, f.name) for f in dataclasses.fields(rules)}
+    return _LimitAsValue(**{**fields, "max_length": limit})
+
+
+class _CompileLock:
+    """Held while this process compiles the program serialized at ``path``: another process
+    wanting the same program waits for it (``waited``), up to ``COMPILE_WAIT_S``, then goes
+    on without it. An advisory ``flock``, released by the kernel if its holder dies; where
+    there is none (Windows) or the cache cannot be written, no lock."""
+
+    def __init__(self, path: str | None):
+        self.path = None if path is None else f"{path}.lock"
+        self.waited = False
+        self._file = None
+
+    def __enter__(self) -> "_CompileLock":
+        try:
+            import fcntl
+        except ImportError:
+            return self
+        if self.path is None:  # no cache: nothing to share
+            return self
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            self._file = open(self.path, "a")
+        except OSError:  # a read-only cache
+            return self
+        deadline = time.monotonic() + COMPILE_WAIT_S
+        while True:
+            try:
+                fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except OSError:
+                self.waited = True
+            if time.monotonic() > deadline:  # compile without it rather than wait on
+                self._file.close()
+                self._file = None
+                return self
+            time.sleep(0.1)
+
+    def __exit__(self, *exc):
+        if self._file is not None:
+            self._file.close()  # releases the lock
 
 
 def _load_executable(path: str | None, in_tree, out_tree):

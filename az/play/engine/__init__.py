@@ -9,7 +9,8 @@ evaluates it.
 
 The package splits along the protocol's seams: ``protocol`` (the text of commands and
 answers), ``clock`` (how many simulations a clock allows), ``job`` (one ``go``'s thread
-and its single answer) and ``engine`` (the command loop) import no JAX; the command loop
+and its single answer), ``moves`` (how a ``go`` is answered: watchdog, fallbacks, the
+search size) and ``engine`` (the command loop) import no JAX; the command loop
 imports ``model`` (JAX, the environment, the network) only through ``_model()``, on the
 first ``position``, ``isready`` or ``go``. So ``usi`` is answered at once.
 
@@ -23,7 +24,8 @@ Protocol
   ``CheckpointStep`` (string, ``latest`` or a step; reloads on the next ``isready``),
   ``NetworkDelay`` (spin, ms kept back from every time budget, 120), ``MaxMovesToDraw``
   (spin, 0 = no limit; ``Draw_Ply`` is its alias, as some runners name it): the game's
-  ply limit, a draw in the search tree and the horizon of the clock. ``Threads`` (one
+  ply limit, a draw in the search tree and the horizon of the clock; a value passed to
+  the compiled programs, so changing it compiles nothing (effective at the next ``go``). ``Threads`` (one
   search thread drives the device; the value is ignored), ``USI_Hash`` and
   ``USI_Ponder`` are accepted and ignored.
   ``position startpos|sfen ... [moves ...]``: the moves are played through the
@@ -47,12 +49,15 @@ Moves
   chosen move's Q, or ``mate 1`` / ``mate 3`` for a mate the root's mate search found
   (the PV is then the mating move alone).
 
-Time (``clock``)
+Time (``clock``, ``moves``)
   It never compiles against the clock: when one of the sizes ``Simulations,
-  Simulations/2, ...`` (``clock.simulation_sizes``) would fit but is not compiled yet, it is compiled in a background
-  thread for the next moves (so set ``Simulations`` to what the time control allows to
-  play full strength from the first move). A watchdog answers with the policy move at
-  the end of the budget should the search still run. ``go`` without a clock (plain,
+  Simulations/2, ...`` (``clock.simulation_sizes``) would fit but is not compiled yet, it
+  is compiled in a background thread for the next moves (so set ``Simulations`` to what
+  the time control allows to play full strength from the first move). A watchdog answers
+  with the policy move at the end of the budget should the search still run; it is set
+  before anything that may wait (the previous ``go``'s search still running, a busy
+  CPU), with the first legal move as the answer until the policy's is computed. Every
+  program a move runs is compiled under ``isready``. ``go`` without a clock (plain,
   ``nodes``, ``infinite``) compiles what it needs.
 
 Errors
@@ -62,7 +67,10 @@ Errors
   without snapshots is also reported as one line on stderr. A relative WORKDIR that is
   not in the working directory (GUIs choose it) is looked up in the repository
   (``runs/x``). ``--compilation_cache`` (default: the workdir's ``jax_cache``, shared
-  with training) makes later starts compile faster.
+  with training) makes later starts load what the first compiled. Engines that start
+  together on one cache (a runner's games side by side) compile each program once: the
+  others wait for it (``az.play.programs``: a lock per program, at most 5 minutes) and
+  load it.
 
 Heuristic mode
   ``--heuristic [WEIGHTS] [--depth D]`` plays the classical player instead
@@ -71,7 +79,9 @@ Heuristic mode
   file or a GA workdir (its ``weights.json``), by default the shipped
   ``data/heuristic_weights.json`` (a relative path is looked up in the repository too).
   No checkpoint and no network: ``id name`` says ``azshogi heuristic dD``; ``isready``
-  loads the weights and compiles the evaluation on the start position. A bad weights
+  loads the weights and compiles the evaluation's three block programs, serialized into
+  the compilation cache (default: the user's ``~/.cache/azshogi/jax_cache``), so a later
+  start loads them. A bad weights
   file is reported like a bad snapshot (``info string error: ...``, ``readyok``, then
   ``bestmove resign`` to every ``go``; a missing one is found before JAX loads and also
   reported on stderr at start-up). ``go`` runs one search whatever its limits (nodes and
@@ -82,6 +92,5 @@ Heuristic mode
   ``model.HeuristicModel``), then ``bestmove``; resignation and the declaration are as
   above. Equal best moves are chosen by a generator seeded at load: the engine is
   deterministic. The options Simulations, Checkpoint, CheckpointStep and NetworkDelay are
-  listed but ignored; a compilation cache is used only when ``--compilation_cache`` names
-  one.
+  listed but ignored.
 """

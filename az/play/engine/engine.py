@@ -13,7 +13,7 @@ import threading
 import time
 
 from az import workdir as workdir_lib
-from az.play.engine import clock
+from az.play.engine import moves
 from az.play.engine.job import Job
 from az.play.engine.protocol import (
     DEFAULT_NETWORK_DELAY_MS,
@@ -58,9 +58,12 @@ def weights_problem(path: str) -> str | None:
 
 
 def _warm_parser(workbench):
+    """The parser's programs and the declaration check, which every go runs: none of them
+    compiles on a move."""
     try:
         workbench.install_parser()
-        _model().parse_position(["startpos", "moves", "7g7f"], None)
+        position = _model().parse_position(["startpos", "moves", "7g7f"], None)
+        _model().can_declare(position.state)
     except Exception:
         pass
 
@@ -148,7 +151,7 @@ class Engine:
         elif key in ("maxmovestodraw", "draw_ply"):
             self.max_moves = int_option(name, value, 0, MAX_MOVES_TO_DRAW)
             if self.model is not None:
-                self.model.max_plies = self.max_moves  # its searches compile on the next isready
+                self.model.max_plies = self.max_moves  # a value of its compiled searches: nothing compiles
         elif key in ("threads", "usi_hash", "usi_ponder"):
             pass
         else:
@@ -215,8 +218,7 @@ class Engine:
         if job.finished.is_set():
             job.request_answer()
             return
-        state = job.position.state if job.position is not None else None
-        budget = self._budget_ms(job.go, state) if state is not None else None
+        budget = moves.budget_ms(self, job) if job.position is not None else None
         if budget is not None:
             job.set_deadline((budget - self.network_delay_ms) / 1000.0)
 
@@ -236,6 +238,7 @@ class Engine:
         return f"{workdir}@{step}" if step is not None else workdir
 
     def _enable_cache(self, workdir: str):
+        """The compilation cache: ``--compilation_cache``, else ``workdir``'s ``jax_cache``."""
         if self._cache_set:
             return
         self._cache_set = True
@@ -271,8 +274,7 @@ class Engine:
                 self.out(f"info string error: {problem}")
                 return None
             self.out(f"info string loading the heuristic's weights ({path or 'shipped'}), depth {self.depth}")
-            if self.cache_dir:
-                self._enable_cache(self.cache_dir)
+            self._enable_cache(workdir_lib.user_cache_dir())  # no workdir: the user's cache
             try:
                 self.model = _model().HeuristicModel(path, self.depth, workbench=self._workbench())
             except ValueError as e:  # a missing or malformed weights file
@@ -322,61 +324,17 @@ class Engine:
             self.workbench = _model().Workbench()
         return self.workbench
 
-    def _budget_ms(self, go: GoCommand, state) -> float | None:
-        moves_left = None
-        if self.max_moves:  # own moves before the game's ply limit
-            moves_left = max(1, (self.max_moves - int(state.ply) + 1) // 2)
-        return clock.time_budget_ms(go, int(state.current_player), moves_left=moves_left)
+    def arm(self, job: Job):
+        """Runs first in the job's thread, before anything that may wait: the watchdog and a
+        host fallback (``moves.arm``)."""
+        try:
+            moves.arm(self, job, _model)
+        except Exception:  # think still answers, later
+            pass
 
     def think(self, job: Job):
-        """Runs in the job's thread: stores a fallback, then the result."""
-        model = self.model
-        if model is None:
-            reason = self.load_error or "not loaded (send isready first)"
-            job.store(result=Answer("resign", [f"info string error: no model: {reason}"]))
-            return
-        if job.position is None:
-            job.store(result=Answer("resign", [f"info string error: no valid position ({job.position_error})"]))
-            return
-        state = job.position.state
-        if not _model().has_legal_move(state):
-            job.store(result=Answer("resign", ["info string no legal move: resign"]))
-            return
-        if _model().can_declare(state):
-            job.store(result=Answer("win", ["info string entering-king declaration (27-point rule) holds"]))
-            return
-        if model.fixed_size:  # the heuristic: one fixed-depth search, whatever the limits
-            out = model.analyse(0, state)
-            job.store(result=model.answer(out, state, time.monotonic() - job.received))
-            return
-        go = job.go
-        budget_ms = self._budget_ms(go, state)
-        fallback_out = model.analyse(0, state)  # one evaluation: the answer to an early stop
-        fallback = model.answer(fallback_out, state, time.monotonic() - job.received)
-        job.store(fallback=fallback)
-        limit = go.nodes if go.nodes is not None else self.simulations
-        seconds = None
-        if budget_ms is not None and not job.wait_for_stop:
-            seconds = (budget_ms - self.network_delay_ms) / 1000.0 - (time.monotonic() - job.received)
-        if seconds is None:
-            n = limit  # compiled now if need be
-        else:  # never compile against the clock: use a compiled size, compile the right one aside
-            wanted = clock.most_simulations(clock.simulation_sizes(limit), seconds, model.speed)
-            if wanted and wanted not in model.compiled_sizes():
-                model.compile_in_background(wanted)
-            n = clock.most_simulations({s for s in model.compiled_sizes() if s <= limit}, seconds, model.speed)
-        if n == 0:
-            fallback.info.insert(0, "info string no time to search: the policy network's move")
-            job.store(result=fallback)
-            return
-        if seconds is not None:
-            job.set_deadline(seconds)  # the watchdog: the fallback if the search runs late
-        compiled = n in model.compiled_sizes()
-        start = time.monotonic()
-        out = model.analyse(n, state)
-        if compiled:
-            model.speed.observe(n, time.monotonic() - start)
-        job.store(result=model.answer(out, state, time.monotonic() - job.received))
+        """Runs in the job's thread: stores a fallback, then the result (``moves.think``)."""
+        moves.think(self, job, _model())
 
     def close(self):
         if self.job is not None:
@@ -411,7 +369,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--compilation_cache",
         default=None,
-        help="JAX compilation cache folder (default: WORKDIR/jax_cache; '' disables it)",
+        help="JAX compilation cache folder (default: WORKDIR/jax_cache, with --heuristic the user's "
+        "~/.cache/azshogi/jax_cache; '' disables it)",
     )
     return parser
 

@@ -1,13 +1,18 @@
 """One ``go``: its computation in a thread, and the one answer it gives.
 
 The answer is the first of: the finished result, ``stop``, ``ponderhit`` at the end of
-the budget, or the watchdog's deadline (then the fallback, the policy network's move). No
-JAX here: the search itself is the engine's ``think``.
+the budget, or the watchdog's deadline (then the fallback: the policy network's move, or
+the first legal move while that is not computed). The engine's ``arm`` sets the deadline
+before the thread waits for the previous ``go``'s search to end. No JAX here: the search
+itself is the engine's ``think``.
 """
 
 import threading
 
 from az.play.engine.protocol import Answer, GoCommand, one_line
+
+
+POLICY_FALLBACK_NOTE = "info string search unfinished: the policy network's move"
 
 
 class Job:
@@ -24,6 +29,7 @@ class Job:
         self.answer_requested = False
         self.answered = False
         self.fallback: Answer | None = None
+        self.fallback_note = POLICY_FALLBACK_NOTE  # says which fallback answered
         self.result: Answer | None = None
         self.finished = threading.Event()
         self.timer: threading.Timer | None = None
@@ -35,6 +41,7 @@ class Job:
 
     def _run(self, previous):
         try:
+            self.engine.arm(self)
             if previous is not None and previous.thread is not None:
                 previous.thread.join()
             self.engine.think(self)
@@ -61,10 +68,11 @@ class Job:
         self.timer.daemon = True
         self.timer.start()
 
-    def store(self, *, fallback: Answer | None = None, result: Answer | None = None):
+    def store(self, *, fallback: Answer | None = None, result: Answer | None = None,
+              fallback_note: str = POLICY_FALLBACK_NOTE):
         with self.lock:
             if fallback is not None:
-                self.fallback = fallback
+                self.fallback, self.fallback_note = fallback, fallback_note
             if result is not None:
                 self.result = result
             self._try_emit()
@@ -87,7 +95,7 @@ class Job:
         if best is None:
             return  # emitted as soon as the thread stores something
         if best is self.fallback and self.result is None and self.fallback.bestmove not in ("resign", "win"):
-            best = Answer(best.bestmove, ["info string search unfinished: the policy network's move", *best.info])
+            best = Answer(best.bestmove, [self.fallback_note, *best.info])
         self.answered = True
         if self.timer is not None:
             self.timer.cancel()

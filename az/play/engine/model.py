@@ -38,7 +38,6 @@ PARSE_RULES = env.Rules(max_length=UNLIMITED_PLIES, declaration=False, repetitio
 ALL_AT_O0 = "xla_backend_optimization_level=0" in os.environ.get("XLA_FLAGS", "")
 
 
-
 class Workbench:
     """What the engine keeps across snapshot reloads: the compiled programs (the models of
     one config share their searches; the position parser's programs) and the one compile
@@ -115,6 +114,16 @@ def counted_from_move_one(state: env.State) -> env.State:
                           check_history=jax.numpy.asarray(check_history), start_move_number=jax.numpy.int32(1))
 
 
+def first_legal_answer(state: env.State) -> Answer | None:
+    """The first legal move, found on the host (no program runs): the answer while no
+    program's is ready. None without a legal move."""
+    legal = np.flatnonzero(np.asarray(state.legal_action_mask))
+    if not len(legal):
+        return None
+    move = notation.action_to_usi(state, int(legal[0]))
+    return Answer(move, [info_line(1, 1, 0.001, "cp 0", [move])])
+
+
 def has_legal_move(state: env.State) -> bool:
     return bool(np.asarray(state.legal_action_mask).any())
 
@@ -145,11 +154,13 @@ class Model:
         return self.max_plies or UNLIMITED_PLIES
 
     def _search(self, n: int, quick: bool = False):
-        return self.agent.search(n, **self._shape, quick=quick)
+        """The ``n``-simulation search, its ply limit the current ``max_plies`` (a value:
+        a changed limit compiles nothing)."""
+        return self.agent.search(n, **self._shape, max_length=self._tree_limit, quick=quick)
 
     @property
     def _shape(self) -> dict:
-        return dict(batch=1, history=PARSE_RULES.history, max_length=self._tree_limit, pv_length=PV_LENGTH)
+        return dict(batch=1, history=PARSE_RULES.history, pv_length=PV_LENGTH)
 
     def _compiled(self, quick: bool) -> set[int]:
         return self.agent.compiled_simulations(**self._shape, quick=quick)
@@ -334,21 +345,51 @@ class HeuristicModel:
         return self.search_s is not None
 
     def loads_quickly(self, simulations: int) -> bool:
-        return False  # its programs come from JAX's cache at best: nothing to overlap
+        """An earlier start serialized the block programs (the parser loads beside them)."""
+        from az.classical import features
+
+        return all(self.workbench.programs.loadable(("heuristic", name, features.BLOCK)) for name in features.BLOCK_JITS)
 
     def prepare(self, simulations: int, progress) -> float:
-        """Compiles the heuristic's blocks by evaluating the start position (``simulations``
-        is ignored); the seconds of one search. The tie-break Generator is not used."""
-        self.workbench.install_parser()
-        state = notation.from_sfen(notation.STARTPOS_SFEN, PARSE_RULES)
+        """Compiles the heuristic's block programs (``simulations`` is ignored), or loads
+        them where an earlier start serialized them, then evaluates the start position; the
+        seconds of one search. The tie-break Generator is not used."""
         progress(f"compiling the heuristic (depth {self.depth})")
         start = time.perf_counter()
+        self.install_blocks()
+        self.workbench.install_parser()
+        state = notation.from_sfen(notation.STARTPOS_SFEN, PARSE_RULES)
         self._values(state)
         self.compile_s = time.perf_counter() - start
         start = time.perf_counter()
         self._values(state)
         self.search_s = time.perf_counter() - start
         return self.search_s
+
+    def install_blocks(self) -> None:
+        """The evaluation's block programs (``features.BLOCK_JITS``) through the
+        workbench's ``Programs``: serialized for the next start, shared by engines starting
+        together; compiled side by side (they overlap on two cores)."""
+        from az.classical import features
+
+        programs = self.workbench.programs
+        built, threads = {}, []
+
+        def build(name: str):
+            shape = ("heuristic", name, features.BLOCK)
+            fn, args = features.BLOCK_JITS[name], features.block_arguments(name)
+            out_tree = jax.tree.structure(jax.eval_shape(fn, *args))
+            built[name] = programs.once(shape, lambda: programs.compile(shape, fn, args, out_tree))
+
+        for name in ("successors", "features", "legal"):
+            threads.append(threading.Thread(target=build, args=(name,), daemon=True, name=f"azshogi-{name}"))
+            threads[-1].start()
+        for thread in threads:
+            thread.join()
+        for name in ("successors", "features", "legal"):
+            if name not in built:  # failed in its thread: the error shows here
+                build(name)
+        features.install_blocks(built)
 
     def summary(self, simulations: int, search_s: float) -> str:
         weights = self.path or "shipped weights"
