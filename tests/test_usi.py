@@ -381,7 +381,7 @@ class _ArmedEngine(_ScriptedEngine):
 
     def __init__(self, script):
         super().__init__(script)
-        self.model = types.SimpleNamespace(fixed_size=False)
+        self.model = types.SimpleNamespace(fixed_size=False, speed=None)
         self.position = types.SimpleNamespace(state=types.SimpleNamespace(ply=10, current_player=0))
         first_legal = types.SimpleNamespace(first_legal_answer=lambda state: protocol.Answer("1g1f", []))
         self.heavy_half = lambda: first_legal
@@ -393,13 +393,13 @@ class _ArmedEngine(_ScriptedEngine):
 def test_a_move_is_answered_at_its_deadline_while_the_previous_search_still_runs():
     """The watchdog is set before a go waits for the previous go's search (still running
     after its own watchdog answered): the host fallback answers at the deadline."""
-    engine = _ArmedEngine([(2.0, "result", "2g2f")])
+    engine = _ArmedEngine([(1.5, "result", "2g2f")])
     start = time.monotonic()
     engine.handle("go btime 0 wtime 0 byoyomi 300")
     wait_for(lambda: len(engine.said()) == 2, 2.0)
     engine.handle("go btime 0 wtime 0 byoyomi 300")
     wait_for(lambda: len(engine.said()) == 4, 2.0)
-    assert time.monotonic() - start < 1.5
+    assert time.monotonic() - start < 1.2  # the previous search ends at 1.5 s
     assert engine.said() == [moves.HOST_FALLBACK_NOTE, "bestmove 1g1f"] * 2
     engine.job.finished.wait(5)
     assert engine.said()[-1] == "bestmove 1g1f"  # the late results are not sent

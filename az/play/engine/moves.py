@@ -44,7 +44,8 @@ def arm(engine, job, model_module) -> None:
     seconds = seconds_left(engine, job)
     if seconds is None:
         return
-    job.set_deadline(seconds)
+    # No less than the policy's move takes: with no time left (byoyomi 0) it still answers.
+    job.set_deadline(max(seconds, model.speed.estimate(0) if model.speed is not None else 0.0))
     fallback = model_module().first_legal_answer(job.position.state)
     if fallback is not None:
         job.store(fallback=fallback, fallback_note=HOST_FALLBACK_NOTE)
