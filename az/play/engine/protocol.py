@@ -17,6 +17,8 @@ ENGINE_AUTHOR = "azshogi authors"
 DEFAULT_SIMULATIONS = 800
 MAX_SIMULATIONS = 1_000_000
 DEFAULT_NETWORK_DELAY_MS = 120
+MAX_CLOCK_MS = 2**31 - 1  # a go's times beyond ~24.8 days count as that (timers overflow past ~292 years)
+SHOWN_CHARS = 40  # of a malformed value quoted in an error line
 SCORE_SCALE = 1200.0  # cp = SCORE_SCALE * atanh(v)
 VALUE_CLIP = 0.9999
 
@@ -53,8 +55,20 @@ class GoCommand:
 _GO_NUMBERS = ("btime", "wtime", "byoyomi", "binc", "winc", "nodes", "movetime")
 
 
+def shown(text: str) -> str:
+    """``text`` quoted for an error line, cut to ``SHOWN_CHARS`` (a client may send megabytes)."""
+    return repr(text) if len(text) <= SHOWN_CHARS else repr(text[:SHOWN_CHARS]) + f"... ({len(text)} chars)"
+
+
+def _number(n: int) -> str:
+    text = str(n)
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} digits)"
+
+
 def parse_go(args: list[str]) -> GoCommand:
-    """The arguments of ``go``; ``ValueError`` names a malformed one."""
+    """The arguments of ``go``; ``ValueError`` names a malformed one. ``nodes`` is at most
+    ``MAX_SIMULATIONS`` (a search of that size is compiled); times are capped at
+    ``MAX_CLOCK_MS``."""
     go = GoCommand()
     i = 0
     while i < len(args):
@@ -65,10 +79,12 @@ def parse_go(args: list[str]) -> GoCommand:
             try:
                 value = int(args[i + 1])
             except ValueError:
-                raise ValueError(f"go {word}: {args[i + 1]!r} is not a number") from None
+                raise ValueError(f"go {word}: {shown(args[i + 1])} is not a number") from None
             if value < 0:
-                raise ValueError(f"go {word}: {value} is negative")
-            setattr(go, word, value)
+                raise ValueError(f"go {word}: {_number(value)} is negative")
+            if word == "nodes" and value > MAX_SIMULATIONS:
+                raise ValueError(f"go nodes: {_number(value)} is above {MAX_SIMULATIONS}")
+            setattr(go, word, min(value, MAX_CLOCK_MS))
             i += 2
         elif word in ("infinite", "ponder"):
             setattr(go, word, True)
@@ -79,7 +95,7 @@ def parse_go(args: list[str]) -> GoCommand:
         elif word in ("depth", "searchmoves", "movestogo"):  # UCI words a GUI may send: ignored
             i += 2 if word != "searchmoves" else len(args)
         else:
-            raise ValueError(f"go: unknown argument {word!r}")
+            raise ValueError(f"go: unknown argument {shown(word)}")
     if go.nodes == 0:
         raise ValueError("go nodes must be >= 1")
     return go
@@ -90,9 +106,9 @@ def int_option(name: str, value: str, low: int, high: int) -> int:
     try:
         n = int(value)
     except ValueError:
-        raise ValueError(f"option {name}: {value!r} is not a number") from None
+        raise ValueError(f"option {name}: {shown(value)} is not a number") from None
     if not low <= n <= high:
-        raise ValueError(f"option {name}: {n} is outside [{low}, {high}]")
+        raise ValueError(f"option {name}: {_number(n)} is outside [{low}, {high}]")
     return n
 
 
@@ -111,8 +127,16 @@ class Answer:
     info: list  # lines printed before bestmove
 
 
+def single_line(text: str) -> str:
+    """``text`` with every line break (``str.splitlines``': also ``\\v``, ``\\f``, ``\\x1c``-``\\x1e``,
+    ``\\x85``, ``\\u2028``, ``\\u2029``, which an echoed command may hold) turned into a space: one
+    output line stays one line for any client."""
+    parts = text.splitlines()
+    return parts[0] if len(parts) == 1 else " ".join(parts)
+
+
 class Output:
-    """Thread-safe, line-flushed writing to the GUI."""
+    """Thread-safe, line-flushed writing to the GUI; each line written as one line."""
 
     def __init__(self, stream):
         self.stream = stream
@@ -121,7 +145,7 @@ class Output:
     def __call__(self, *lines: str):
         with self.lock:
             for line in lines:
-                self.stream.write(line + "\n")
+                self.stream.write(single_line(line) + "\n")
             self.stream.flush()
 
 

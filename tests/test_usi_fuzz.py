@@ -1,0 +1,526 @@
+"""Property-based fuzz of the USI engine: what a client may send, valid or not, in any order.
+
+A hypothesis strategy (``sequences``) draws command sequences: valid commands interleaved
+with malformed and out-of-order ones (``go`` before ``isready``, ``stop``/``ponderhit``
+with no search, positions with illegal or garbage moves, SFENs that are no position,
+``setoption`` with unknown names or bad values, overlong lines, non-UTF-8 bytes, empty
+lines, the end of input in the middle of a line). After each sequence the engine must
+answer ``isready`` with ``readyok`` and a valid ``position`` + ``go`` with a legal move
+(cshogi judges), every error must have been reported as exactly one ``info string``
+line, and every ``bestmove`` must be legal in the position of the ``go`` it answers.
+
+Fast: the command loop (``az.play.engine.engine``) with a stub model (``StubModel``, no
+JAX: positions through cshogi) that checks what it is asked: no search before
+``isready`` prepared it, only positions a ``position`` command set and that have a
+legal move, simulation counts within the protocol's bounds. Slow: the real engine
+process on a smoke snapshot (Simulations 2), through the same checks.
+"""
+
+import dataclasses
+import functools
+import os
+import threading
+import time
+
+import cshogi
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from az.play.engine import clock
+from az.play.engine import engine as engine_lib
+from az.play.engine import protocol
+from envs import notation
+
+STARTS = [  # where positions start: the usual one, a mated side, a declaration, a mate in one, a late move number
+    notation.STARTPOS_SFEN,
+    "4k4/9/9/9/9/9/4p4/4g4/4K4 b - 1",
+    "RBGGSSSS1/4K3B/1R1GG4/9/9/9/9/9/4k4 b - 1",
+    "4k4/9/4P4/9/9/9/9/9/4K4 b G 1",
+    "ln1g3nl/1r1sk1gb1/p1ppppspp/1p4p2/9/2P1P1P2/PP1P1P1PP/1BG1S2R1/LN2KGSNL w - 40",
+]
+GARBAGE_WORDS = ["", "x", "0", "-1", "+5", "1_000", "²", "١٢", "nan", "1e3", "9" * 30, "\x00", "\ufffd", "moves",
+                 "startpos", "sfen", "name", "value", "7g7f", "P*5e", "9z9y", "5i5j", "infinite", "nodes", "\u2028"]
+ANSWER_INFO = ("info depth ", "info string error: no model", "info string error: no valid position",
+               "info string no legal move", "info string entering-king", "info string search unfinished",
+               "info string no time to search", "info string error: search failed", "info string error: no move found")
+
+
+# The commands -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Command:
+    raw: bytes  # one line as sent, without its line end
+    expect: str = "judge"  # "none": no reply; "error": exactly one info string; "judge": by its words
+
+    @property
+    def text(self) -> str:
+        return self.raw.decode("utf-8", "replace")  # as the engine's stdin decodes it
+
+
+def _sent(text: str, expect: str = "judge") -> Command:
+    return Command(text.encode("utf-8", "surrogatepass"), expect)
+
+
+@st.composite
+def legal_lines(draw, max_moves: int = 12):
+    """(start SFEN, legal USI moves from it) by random playouts through cshogi."""
+    start = draw(st.sampled_from(STARTS))
+    board, moves = cshogi.Board(start), []
+    for pick in draw(st.lists(st.integers(0, 2**16), max_size=max_moves)):
+        legal = [cshogi.move_to_usi(m) for m in board.legal_moves]
+        if not legal:
+            break
+        moves.append(legal[pick % len(legal)])
+        board.push_usi(moves[-1])
+    return start, moves
+
+
+def position_text(start: str, moves: list[str]) -> str:
+    head = "startpos" if start == notation.STARTPOS_SFEN else f"sfen {start}"
+    return f"position {head}" + (f" moves {' '.join(moves)}" if moves else "")
+
+
+@st.composite
+def positions(draw, real: bool):
+    start, moves = draw(legal_lines(max_moves=30))
+    how = draw(st.sampled_from(["valid", "valid", "move", "sfen", "words", "garbage", "long"]))
+    if how == "move":  # a malformed or illegal move somewhere in the line
+        at = draw(st.integers(0, len(moves)))
+        bad = draw(st.sampled_from(["7g7f", "9a1i", "P*1a", "zz", "5i5j", "1a1a", "8h2b+", "K*5e", "\ufffd"]))
+        moves = moves[:at] + [bad] + moves[at:]
+    elif how == "sfen":  # one character of the SFEN replaced, or a field dropped
+        fields = start.split()
+        if draw(st.booleans()):
+            del fields[draw(st.integers(0, len(fields) - 1))]
+            start = " ".join(fields)
+        else:
+            at = draw(st.integers(0, len(start) - 1))
+            start = start[:at] + draw(st.sampled_from(list("0123456789/+-bwPLNSGBRKplnsgbrkx"))) + start[at + 1:]
+        return _sent(f"position sfen {start}" + (f" moves {' '.join(moves)}" if moves else ""))
+    elif how == "words":
+        return _sent("position " + " ".join(draw(st.lists(st.sampled_from(GARBAGE_WORDS), max_size=6))))
+    elif how == "garbage":
+        return _sent("position " + draw(st.text(max_size=40)))
+    elif how == "long":  # an overlong line: a long legal game
+        start, moves = draw(legal_lines(max_moves=60 if real else 300))
+    return _sent(position_text(start, moves))
+
+
+@st.composite
+def go_commands(draw, real: bool):
+    nodes = st.sampled_from([2]) if real else st.integers(1, 8)
+    ms = st.integers(0, 3000)
+    valid = st.one_of(
+        st.just("go"),
+        nodes.map(lambda n: f"go nodes {n}"),
+        ms.map(lambda t: f"go byoyomi {t}"),
+        st.tuples(ms, ms, ms).map(lambda t: f"go btime {t[0]} wtime {t[1]} byoyomi {t[2]}"),
+        st.tuples(ms, ms, ms, ms).map(lambda t: f"go btime {t[0]} wtime {t[1]} binc {t[2]} winc {t[3]}"),
+        ms.map(lambda t: f"go movetime {t}"),
+        st.sampled_from(["go infinite", "go ponder btime 0 wtime 0 byoyomi 1000", "go mate 1000", "go mate infinite",
+                         "go depth 3", "go movestogo 20 byoyomi 100", "go searchmoves 7g7f 2g2f",
+                         f"go byoyomi {10**25}", f"go btime {10**40} wtime 0"]),
+    )
+    extreme = st.sampled_from(["0", "-1", "x", "", "²", "1000000", "1000001", str(2**31), str(10**14), str(10**40),
+                               "x" * 5000, "9" * 5000])
+    malformed = st.one_of(
+        st.tuples(st.sampled_from(protocol._GO_NUMBERS), extreme).map(lambda pair: f"go {pair[0]} {pair[1]}"),
+        st.sampled_from(["go nodes", "go btime", "go frob", "go byoyomi 100 nodes"]),
+        st.lists(st.sampled_from(GARBAGE_WORDS + ["btime", "byoyomi", "ponder"]), max_size=5).map(
+            lambda words: "go " + " ".join(words)),
+    )
+    return _sent(draw(st.one_of(valid, malformed)))
+
+
+@st.composite
+def setoptions(draw, real: bool, checkpoint: str):
+    simulations = [2] if real else [1, 4, 16, 800]
+    draws = [0] if real else [0, 1, 300]
+    ok = st.sampled_from(
+        [f"setoption name Simulations value {n}" for n in simulations]
+        + [f"setoption name MaxMovesToDraw value {n}" for n in draws] + [f"setoption name Draw_Ply value {draws[-1]}"]
+        + ["setoption name NetworkDelay value 0", "setoption name NetworkDelay value 500",
+           "setoption name USI_Hash value 256", "setoption name Threads value 8", "setoption name USI_Ponder value true",
+           f"setoption name Checkpoint value {checkpoint}", "setoption name CheckpointStep value latest",
+           "setoption name CheckpointStep value 0", "setoption name Checkpoint value /nowhere/run",
+           "setoption name Checkpoint value <empty>", "setoption name CheckpointStep value 12"])
+    error = st.sampled_from(
+        ["setoption name Simulations value many", "setoption name Simulations value 0",
+         f"setoption name Simulations value {10**7}", f"setoption name Simulations value {'9' * 5000}",
+         "setoption name Simulations", "setoption name NetworkDelay value -1",
+         "setoption name MaxMovesToDraw value -1", "setoption name CheckpointStep value x", "setoption",
+         "setoption Simulations 4", "setoption value 4", "setoption name Hash value 16",
+         "setoption name  value 3", "setoption name Frobnicate"])
+    anything = st.lists(st.sampled_from(GARBAGE_WORDS), max_size=5).map(lambda w: "setoption name " + " ".join(w))
+    return draw(st.one_of(ok.map(lambda t: _sent(t, "none")), error.map(lambda t: _sent(t, "error")),
+                          anything.map(_sent)))
+
+
+def other_commands(real: bool):
+    raw_bytes = st.binary(max_size=60).map(lambda b: Command(b.replace(b"\n", b" ").replace(b"\r", b" ")))
+    unknown = st.text(alphabet=st.characters(blacklist_characters="\n\r"), min_size=1, max_size=30)
+    return st.one_of(
+        st.sampled_from(["usi", "isready", "usinewgame", "stop", "ponderhit", "gameover win", "gameover lose",
+                         "gameover draw", "gameover", "", "   ", "\t", "isready now", "stop stop", "quit"]).map(_sent),
+        unknown.map(_sent),
+        raw_bytes,
+        st.sampled_from([b"\xff\xfe go", b"isready\xc3", b"\xe3\x81\x82 position", b"usi\x00ok"]).map(Command),
+        st.integers(1000, 20000 if real else 200000).map(lambda n: _sent("frobnicate " + "x" * n)),
+    )
+
+
+@st.composite
+def sequences(draw, real: bool, checkpoint: str):
+    """Commands in any order; most start as a GUI would (``usi``, ``isready``), so that
+    malformed ones also reach a loaded model and a valid position."""
+    command = st.one_of(positions(real), go_commands(real), setoptions(real, checkpoint), other_commands(real),
+                        positions(real), go_commands(real))
+    opening = draw(st.sampled_from([[], ["isready"], ["usi", "isready"], ["usi", "isready"]]))
+    start, moves = draw(legal_lines(max_moves=6)) if opening else (None, [])
+    prefix = [_sent(text) for text in opening] + ([_sent(position_text(start, moves))] if opening else [])
+    return prefix + draw(st.lists(command, min_size=1, max_size=12))
+
+
+# What the engine must answer --------------------------------------------------------
+
+
+def judged_position(text: str) -> tuple[str, list[str]] | None:
+    """(SFEN, moves) of a ``position`` line (notation's parser; cshogi judges the moves),
+    or None where it is malformed or illegal."""
+    try:
+        sfen, moves = notation.split_position(text)
+        notation.play_line(sfen, moves)
+    except ValueError:
+        return None
+    return sfen, moves
+
+
+def board_of(position: tuple[str, list[str]]) -> cshogi.Board:
+    return notation.play_line(*position)[0]
+
+
+def check_reply(command: Command, reply: list[str]):
+    """The engine's own lines in answer to one command (bestmove groups taken out)."""
+    words = command.text.split()
+    where = f"{command.text[:120]!r} -> {[line[:160] for line in reply]}"
+    errors = [line for line in reply if line.startswith("info string error")]
+    if not words:
+        assert reply == [], where
+    elif command.expect == "none":
+        assert reply == [], where
+    elif command.expect == "error":
+        assert len(reply) == 1 and reply[0].startswith("info string "), where
+    elif words[0] == "usi":
+        assert reply[-1] == "usiok" and all(line.startswith(("id ", "option ")) for line in reply[:-1]), where
+    elif words[0] == "isready":
+        assert reply[-1] == "readyok" and len(errors) <= 1, where
+        assert all(line.startswith("info string ") for line in reply[:-1]), where
+    elif words[0] == "position":
+        valid = judged_position(command.text) is not None
+        assert (reply == []) if valid else (len(reply) == 1 and reply[0].startswith("info string error: ")), where
+    elif words[0] == "go":
+        try:
+            go = protocol.parse_go(words[1:])
+            expected = ["checkmate notimplemented"] if go.mate else []
+            assert reply == expected, where
+        except ValueError:
+            assert len(reply) == 1 and reply[0].startswith("info string error: ") and reply[0].endswith(
+                "searching with the defaults"), where
+    elif hasattr(engine_lib.Engine, f"cmd_{words[0]}"):
+        assert len(reply) <= 1 and all(line.startswith("info string ") for line in reply), where
+    else:
+        assert len(reply) == 1 and reply[0].startswith("info string unknown command: "), where
+
+
+@dataclasses.dataclass
+class Go:
+    position: tuple[str, list[str]] | None  # as the engine holds it at the go
+    may_go_unanswered: bool = False  # a gameover (or the end of input) followed it
+
+
+def gos_of(commands: list[Command]) -> list[Go]:
+    """The searches a sequence starts, with the position each one searches."""
+    gos, position = [], None
+    for command in commands:
+        words = command.text.split()
+        if words[:1] == ["position"]:
+            position = judged_position(command.text)
+        elif words[:1] == ["go"] and not _is_mate(words):
+            gos.append(Go(position))
+        elif words[:1] == ["gameover"] and gos:
+            gos[-1].may_go_unanswered = True
+        elif words[:1] == ["quit"]:
+            break
+    return gos
+
+
+def _is_mate(words: list[str]) -> bool:
+    try:
+        return protocol.parse_go(words[1:]).mate
+    except ValueError:
+        return False
+
+
+def check_answers(gos: list[Go], answers: list[list[str]]):
+    """Each bestmove answers one go, in order (a go a gameover or the end of input dropped
+    may go unanswered), and is ``resign``, ``win`` or legal in that go's position; before
+    it only ``info`` lines, at most one of them an error."""
+    for answer in answers:
+        assert answer[-1].startswith("bestmove ") and len(answer[-1].split()) == 2, answer
+        assert all(line.startswith("info ") for line in answer[:-1]), answer
+        assert sum(line.startswith("info string error") for line in answer) <= 1, answer
+    moves = [answer[-1].split()[1] for answer in answers]
+
+    @functools.cache
+    def matches(i: int, j: int) -> bool:  # moves[i:] answer gos[j:]
+        if i == len(moves):
+            return all(go.may_go_unanswered for go in gos[j:])
+        if j == len(gos):
+            return False
+        return (gos[j].may_go_unanswered and matches(i, j + 1)) or (_answers(gos[j], moves[i]) and matches(i + 1, j + 1))
+
+    assert matches(0, 0), f"bestmoves {moves} do not answer the searches {gos} one each, in order"
+
+
+def _answers(go: Go, move: str) -> bool:
+    if move == "resign":
+        return True
+    if go.position is None:
+        return False
+    board = board_of(go.position)
+    if move == "win":
+        return board.is_nyugyoku()
+    parsed = board.move_from_usi(move) if notation.is_usi_move(move) else 0
+    return bool(parsed) and board.is_legal(parsed)
+
+
+# The stub model (fast) --------------------------------------------------------------
+
+
+@dataclasses.dataclass(eq=False)
+class StubState:
+    """What the stub's ``parse_position`` makes: a cshogi board, as ``UsiPosition.state``."""
+
+    board: cshogi.Board
+    ply: int
+    current_player: int
+
+
+@dataclasses.dataclass
+class StubPosition:
+    sfen: str
+    moves: list
+    state: StubState
+
+
+class StubModel:
+    """Stands for ``az.play.engine.model`` (the module and its ``Model``): positions
+    through notation's validation and cshogi, instant searches that pick a legal move,
+    and a record of what the command loop asked that it should not have."""
+
+    fixed_size = False
+
+    def __init__(self):
+        self.violations: list[str] = []
+        self.states: set[int] = set()  # ids of the states parse_position made
+        self.prepared_sizes: set[int] = set()
+        self.spec, self.max_plies, self.speed = None, 0, None
+
+    # The module's functions.
+    def parse_position(self, args, previous):
+        sfen, moves = notation.split_position(" ".join(["position", *args]))
+        board, _ = notation.play_line(sfen, moves)
+        state = StubState(board, board.move_number - 1, board.turn)
+        self.states.add(id(state))
+        return StubPosition(sfen, moves, state)
+
+    def has_legal_move(self, state) -> bool:
+        self._check_state(state)
+        return any(True for _ in state.board.legal_moves)
+
+    def can_declare(self, state) -> bool:
+        return state.board.is_nyugyoku()
+
+    def first_legal_answer(self, state):
+        self._check_state(state)
+        legal = [cshogi.move_to_usi(m) for m in state.board.legal_moves]
+        return protocol.Answer(legal[0], [f"info depth 1 nodes 1 score cp 0 pv {legal[0]}"]) if legal else None
+
+    def Model(self, spec, max_plies=0, workbench=None):  # noqa: N802: the module's class, as the engine calls it
+        self.spec, self.max_plies, self.workbench = spec, max_plies, workbench
+        self.prepared_sizes = set()
+        return self
+
+    def Workbench(self):  # noqa: N802
+        return self
+
+    # The workbench's and the model's methods.
+    def install_parser(self):
+        pass
+
+    def loads_quickly(self, simulations):
+        return False
+
+    def prepared(self, simulations):
+        return simulations in self.prepared_sizes
+
+    def prepare(self, simulations, progress):
+        progress(f"compiling the stub's search ({simulations} simulations)")
+        self.prepared_sizes |= {0, simulations}
+        self.speed = clock.Speed(policy_s=1e-4, simulation_s=1e-6, compile_s=0.0, host_s=1e-4)
+        return 1e-3
+
+    def summary(self, simulations, search_s):
+        return f"stub, {simulations} simulations"
+
+    def compiled_sizes(self):
+        return self.prepared_sizes - {0}
+
+    def compile_in_background(self, n):
+        self._check_size(n)
+        self.prepared_sizes.add(n)
+
+    def analyse(self, n, state):
+        if not self.prepared_sizes:
+            self.violations.append(f"a search of {n} simulations before isready prepared one")
+        self._check_size(n)
+        self._check_state(state)
+        return {"n": n}
+
+    def answer(self, out, state, seconds):
+        legal = sorted(cshogi.move_to_usi(m) for m in state.board.legal_moves)
+        if not legal:
+            self.violations.append(f"asked to answer in a position without a legal move: {state.board.sfen()}")
+            return protocol.Answer("resign", [])
+        move = legal[out["n"] % len(legal)]
+        return protocol.Answer(move, [f"info depth 1 nodes {max(out['n'], 1)} score cp 0 pv {move}"])
+
+    def _check_size(self, n):
+        if not 0 <= n <= protocol.MAX_SIMULATIONS:
+            self.violations.append(f"asked for {n} simulations")
+
+    def _check_state(self, state):
+        if id(state) not in self.states:
+            self.violations.append(f"asked about a position no position command set: {state!r}")
+
+
+class RecordingStream:
+    """The engine's stdout: each flush (one ``Output`` call, under its lock) is one group,
+    with the thread that wrote it and the command being handled."""
+
+    def __init__(self):
+        self.pending: list[str] = []
+        self.groups: list[tuple[int, int, str]] = []  # (command index, thread id, text)
+        self.command = -1
+
+    def write(self, text: str):
+        self.pending.append(text)
+
+    def flush(self):
+        self.groups.append((self.command, threading.get_ident(), "".join(self.pending)))
+        self.pending = []
+
+
+def group_lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    assert lines[-1] == "" and lines[:-1] == text.splitlines(), f"not whole lines: {text[:300]!r}"
+    return lines[:-1]
+
+
+@pytest.fixture
+def stub_checkpoint(tmp_path_factory):
+    """A workdir that ``snapshot_problem`` accepts (the stub loads nothing from it)."""
+    path = tmp_path_factory.mktemp("stub_run")
+    (path / "snapshots" / "0").mkdir(parents=True)
+    return str(path)
+
+
+@pytest.fixture
+def thread_errors():
+    """Exceptions raised in any thread (a watchdog timer, a job) fail the test."""
+    errors, previous = [], threading.excepthook
+    threading.excepthook = lambda args: errors.append(f"{args.thread.name}: {args.exc_type.__name__}: {args.exc_value}")
+    yield errors
+    threading.excepthook = previous
+
+
+def run_with_stub(commands: list[Command], checkpoint: str, probe: tuple[str, list[str]] | None, monkeypatch):
+    """Sends ``commands`` through a fresh engine's command loop (as its stdin decodes them),
+    then, unless the input ended (``probe`` None), the probe; checks every reply."""
+    stub, stream = StubModel(), RecordingStream()
+    monkeypatch.setattr(engine_lib, "_model", lambda: stub)
+    engine = engine_lib.Engine(checkpoint, 4, 0, protocol.Output(stream), "")
+    sent = []
+    for command in commands:
+        stream.command = len(sent)
+        sent.append(command)
+        if not engine.handle(command.text):
+            probe = None  # quit
+            break
+    if probe is not None:
+        for text in ("stop", f"setoption name Checkpoint value {checkpoint}", "setoption name CheckpointStep value latest",
+                     "isready", position_text(*probe), "go nodes 3"):
+            stream.command = len(sent)
+            sent.append(_sent(text, "judge"))
+            engine.handle(text)
+            if text == "isready":
+                ready = [line for c, _, t in stream.groups if c == len(sent) - 1 and "bestmove" not in t
+                         for line in group_lines(t)]
+                assert not any(line.startswith("info string error") for line in ready), ready
+        deadline = time.monotonic() + 10
+        while not any(t.endswith("\n") and group_lines(t)[-1].startswith("bestmove") and c == len(sent) - 1
+                      for c, _, t in stream.groups):
+            assert time.monotonic() < deadline, "no bestmove to the probe's go in 10 s"
+            time.sleep(0.001)
+    engine.close()  # what main does at the end of input: drops the last go's answer
+    if engine.job is not None and engine.job.thread is not None:  # it joins the earlier ones' threads
+        engine.job.thread.join(10)
+        assert not engine.job.thread.is_alive(), "a search still runs 10 s after the input ended"
+    return sent, stream.groups, stub, probe is not None
+
+
+def split_groups(sent: list[Command], groups, main_thread: int) -> tuple[list[list[str]], list[list[str]]]:
+    """(each command's own reply lines, the bestmove answers in order)."""
+    replies, answers = [[] for _ in sent], []
+    for command, thread, text in groups:
+        lines = group_lines(text)
+        if lines and lines[-1].startswith("bestmove"):
+            answers.append(lines)
+        else:
+            assert thread == main_thread, f"a reply from another thread: {lines}"
+            replies[command] += lines
+    return replies, answers
+
+
+FAST = settings(max_examples=500, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                       HealthCheck.function_scoped_fixture])
+
+
+@FAST
+@given(data=st.data())
+def test_usi_fuzz__the_command_loop_survives_any_sequence(data, stub_checkpoint, thread_errors, monkeypatch):
+    thread_errors.clear()
+    commands = data.draw(sequences(real=False, checkpoint=stub_checkpoint), label="commands")
+    ends = data.draw(st.sampled_from(["probe", "probe", "probe", "eof"]), label="end")
+    if ends == "eof":  # the input ends in the middle of a line: what came of it is handled, then EOF
+        cut = data.draw(st.integers(0, max(len(commands[-1].raw) - 1, 0)))
+        commands[-1] = Command(commands[-1].raw[:cut], "judge")
+    probe = data.draw(legal_lines(max_moves=8), label="probe") if ends == "probe" else None
+    if probe is not None and not any(True for _ in board_of(probe).legal_moves):
+        probe = (notation.STARTPOS_SFEN, [])
+    sent, groups, stub, probed = run_with_stub(commands, stub_checkpoint, probe, monkeypatch)
+    replies, answers = split_groups(sent, groups, threading.get_ident())
+    for command, reply in zip(sent, replies):
+        check_reply(command, reply)
+    gos = gos_of(sent)
+    if gos and not probed:  # the end of input (or quit) drops a pending answer
+        gos[-1].may_go_unanswered = True
+    check_answers(gos, answers)
+    assert stub.violations == []
+    assert thread_errors == []
+    if probed:
+        assert answers and answers[-1][-1] != "bestmove resign", answers[-1:]
+        assert _answers(Go(probe), answers[-1][-1].split()[1]), (probe, answers[-1])
