@@ -1,7 +1,8 @@
 """The host side of training: set-up, resume, progress, metrics, checkpoints, signals.
 
 ``train(config, workdir)`` runs until the game budget is spent (or ``max_iterations``),
-resuming from the workdir's latest checkpoint when there is one.
+resuming from the workdir's latest checkpoint when there is one. With ``budget_minutes``
+the game budget is what that much wall time holds, measured once (az/train/budget.py).
 """
 
 import math
@@ -15,6 +16,7 @@ import ml_collections
 from tqdm import tqdm
 
 from az import workdir as workdir_lib
+from az.train import budget as budget_lib
 from az.train import checkpoint as checkpoint_lib
 from az.train import config as config_lib
 from az.train import metrics as metrics_lib
@@ -30,20 +32,33 @@ def _log(msg: str):
         print(msg, flush=True)
 
 
-def train(config: ml_collections.ConfigDict, workdir: str, *, max_iterations: int | None = None) -> dict:
-    """Trains (or resumes) and returns the last iteration's host metrics.
+def train(config: ml_collections.ConfigDict, workdir: str, *, max_iterations: int | None = None,
+          budget_minutes: float | None = None) -> dict:
+    """Trains (or resumes) and returns the last iteration's host metrics. ``budget_minutes``:
+    the game budget is what that much wall time, from this call on, holds (recorded in the
+    workdir at the start; a resumed run keeps it).
 
     With ``config.distributed``, ``az.distributed.initialize`` must have run first.
     """
+    started = time.time()
+    if budget_minutes is not None and not budget_minutes > 0:
+        raise config_lib.ConfigError(f"--budget_minutes={budget_minutes:g}: must be > 0")
     os.makedirs(workdir, exist_ok=True)
     workdir_lib.enable_compilation_cache(os.path.join(workdir, "jax_cache"))
     mesh = trainer_lib.make_mesh()
+    config = budget_lib.with_recorded(config, workdir, budget_minutes)
     config_lib.validate(config, mesh.size)
     _log(f"devices: {mesh.size} x {jax.devices()[0].platform} ({jax.process_count()} process(es))")
     _log(f"config:\n{config}")
 
     trainer = trainer_lib.make_trainer(config, mesh)
     checkpointer = checkpoint_lib.Checkpointer(workdir, keep=config.checkpoint.keep)
+    if budget_minutes is not None and budget_lib.recorded(workdir) is None:
+        if checkpointer.latest_step() is not None:
+            raise config_lib.ConfigError(f"--budget_minutes={budget_minutes:g}: the run in {workdir} started with "
+                                         f"a budget of {config.budget_games} games; resume it without the flag")
+        trainer = budget_lib.fit(trainer, workdir, budget_minutes, started)
+        config = trainer.config
     state, step = _start(config, trainer, checkpointer)
     if jax.process_index() == 0:
         with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:

@@ -237,8 +237,8 @@ def make_selfplay(
     avoid_mates: bool = False,
     guard_candidates: int = 8,
 ) -> Callable:
-    """``selfplay(params, games, resign, rng_key, games_finished) -> (games, resign,
-    games_finished, plies [T, B], stats)``.
+    """``selfplay(params, games, resign, rng_key, games_finished[, budget]) -> (games, resign,
+    games_finished, plies [T, B], stats)``; ``budget`` [] int32 in place of ``game_budget``.
 
     Moves: the search's action, except in the first ``sample_visits_plies`` plies of a
     game, where a move is sampled in proportion to the root visit counts (the paper's
@@ -268,10 +268,10 @@ def make_selfplay(
         policy = policy / jnp.maximum(policy.sum(axis=-1, keepdims=True), 1e-9)
         return played, after, policy, played != action
 
-    def play_ply(params, carry: Carry, _) -> tuple[Carry, replay_lib.Plies]:
+    def play_ply(params, budget, carry: Carry, _) -> tuple[Carry, replay_lib.Plies]:
         """Every game one ply on: restart the finished, search, move, resign, record, count."""
         key, k_cap, k_search, k_choose, k_start, k_resign = jax.random.split(carry.rng_key, 6)
-        progress = jnp.minimum(carry.games_finished / game_budget, 1.0)
+        progress = jnp.minimum(carry.games_finished / budget, 1.0)
         fresh = start_batch(jax.random.split(k_start, carry.games.done.shape[0]), progress)
         games = _where_games(carry.games.done, fresh, carry.games)
         full, result = searched(params, k_cap, k_search, games)
@@ -290,9 +290,9 @@ def make_selfplay(
                        full=full, resign_checked=checked, resign_false=false)
         return Carry(after, track, key, carry.games_finished + after.done.sum(), stats), plies
 
-    def selfplay(params, games: env.State, track: Resign, rng_key: Array, games_finished: Array):
+    def selfplay(params, games: env.State, track: Resign, rng_key: Array, games_finished: Array, budget=game_budget):
         carry = Carry(games, track, rng_key, games_finished, empty_stats(num_schemes))
-        carry, plies = jax.lax.scan(functools.partial(play_ply, params), carry, None, length=num_plies)
+        carry, plies = jax.lax.scan(functools.partial(play_ply, params, budget), carry, None, length=num_plies)
         track = carry.resign
         if resign:
             track = calibrate(track, carry.stats.resign_checked, carry.stats.resign_false, target=false_resign_target)

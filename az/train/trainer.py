@@ -45,11 +45,11 @@ class Trainer(NamedTuple):
     config: ml_collections.ConfigDict
     scheme_names: tuple
     init: Callable[[], TrainState]  # jitted, lands sharded
-    iteration: Callable[[TrainState], tuple[TrainState, dict]]  # jitted, donates its input
+    iteration: "BudgetedIteration"  # (state) -> (state, metrics), jitted, donates its input
     state_sharding: Any
     abstract_state: Any  # ShapeDtypeStructs with shardings, for restoring
     # The iteration's pieces, unjitted, to time each alone (bench/train_bench.py):
-    selfplay: Callable  # (params, games, rng_key, games_finished) -> (games, games_finished, plies, stats)
+    selfplay: Callable  # (params, games, resign, rng_key, games_finished) -> (games, resign, games_finished, plies, stats)
     relabel: Callable  # replay -> replay with value targets
     learner_step: Callable  # (params, opt_state, step, replay, progress, rng_key) -> (params, opt_state, loss, info)
     learner_steps_per_iteration: int  # K
@@ -259,14 +259,46 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
     iteration = _make_iteration(config, selfplay, relabel, learn, steps)
     replicated = NamedSharding(mesh, P())
     init_jit = jax.jit(init, out_shardings=state_sharding)
-    iteration_jit = jax.jit(
-        iteration, in_shardings=(state_sharding,), out_shardings=(state_sharding, replicated), donate_argnums=0
-    )
+    iteration_jit = jax.jit(iteration, in_shardings=(state_sharding, replicated),
+                            out_shardings=(state_sharding, replicated), donate_argnums=0)
     teacher = None
     if config.teacher.every_iterations > 0:
         teacher = TeacherAgreement(config.teacher, net.apply, rules, mesh, always_promote=config.search.always_promote)
-    return Trainer(config, spec.names, init_jit, iteration_jit, state_sharding, abstract_state,
-                   selfplay, relabel, learner_step, steps, teacher)
+    return Trainer(config, spec.names, init_jit, BudgetedIteration(iteration_jit, config.budget_games, replicated),
+                   state_sharding, abstract_state, selfplay, relabel, learner_step, steps, teacher)
+
+
+class BudgetedIteration:
+    """``iteration(state) -> (state, metrics)``: the jitted iteration, which donates its
+    input, at the game budget ``budget_games``. The budget is an input of the compiled
+    program, not a constant in it, so ``with_budget`` gives the same program another budget
+    without compiling again: a wall-time budget becomes games only once the program has been
+    compiled and timed (az/train/budget.py)."""
+
+    def __init__(self, jitted: Callable, budget_games: int, sharding: NamedSharding):
+        self._jitted, self.budget_games, self._sharding = jitted, int(budget_games), sharding
+        self._budget = None  # the device scalar, made on the first call (lowering needs none)
+
+    def __call__(self, state: TrainState) -> tuple[TrainState, dict]:
+        if self._budget is None:
+            self._budget = jax.jit(lambda: jnp.int32(self.budget_games), out_shardings=self._sharding)()
+        return self._jitted(state, self._budget)
+
+    def lower(self, state):
+        return self._jitted.lower(state, jax.ShapeDtypeStruct((), jnp.int32, sharding=self._sharding))
+
+    def _cache_size(self) -> int:
+        return self._jitted._cache_size()
+
+    def with_budget(self, budget_games: int) -> "BudgetedIteration":
+        return BudgetedIteration(self._jitted, budget_games, self._sharding)
+
+
+def with_budget(trainer: Trainer, budget_games: int) -> Trainer:
+    """``trainer`` for a run of ``budget_games`` games: the same compiled programs."""
+    config = trainer.config.copy_and_resolve_references()
+    config.budget_games = int(budget_games)
+    return trainer._replace(config=config, iteration=trainer.iteration.with_budget(budget_games))
 
 
 def _make_init(config: ml_collections.ConfigDict, net, optimizer, start) -> Callable[[], TrainState]:
@@ -323,16 +355,17 @@ def _make_learner_step(config: ml_collections.ConfigDict, apply_fn, optimizer, r
 
 def _make_iteration(config: ml_collections.ConfigDict, selfplay: Callable, relabel: Callable, learn: Callable,
                     steps: int) -> Callable[[TrainState], tuple[TrainState, dict]]:
-    """``iteration(state) -> (state, metrics)``: self-play T plies, relabel, K learner steps."""
+    """``iteration(state, budget_games) -> (state, metrics)``: self-play T plies, relabel, K
+    learner steps; ``budget_games`` [] int32, the run's game budget."""
     positions = config.selfplay.num_games * config.selfplay.plies_per_iteration
 
-    def iteration(state: TrainState) -> tuple[TrainState, dict]:
+    def iteration(state: TrainState, budget_games: Array) -> tuple[TrainState, dict]:
         key, k_selfplay, k_learn = jax.random.split(state.rng_key, 3)
         games, resign, games_finished, plies, stats = selfplay(
-            state.params, state.games, state.resign, k_selfplay, state.games_finished
+            state.params, state.games, state.resign, k_selfplay, state.games_finished, budget_games
         )
         replay = relabel(replay_lib.add(state.replay, plies))
-        progress = jnp.minimum(games_finished / config.budget_games, 1.0)  # drives the learning rate
+        progress = jnp.minimum(games_finished / budget_games, 1.0)  # drives the learning rate
         learned = learn(state, replay, progress, k_learn)
         new_state = TrainState(
             params=learned.params,
