@@ -1,45 +1,108 @@
 #!/usr/bin/env bash
-# Strength per GPU minute (issue 22): train the :gpu preset for TRAIN_S seconds of wall time
-# (compile included; SIGTERM saves the snapshot, as a preemption would), then measure the
-# final snapshot against greedy (16 simulations, both colours from data/openings.tsv) and
-# against the teacher set, with its logged teacher curve. Results into OUTDIR (7 files, as
-# the device tool returns at most 8).
+# Strength per GPU minute, in one device call: train PRESET for a wall-time budget
+# (train.py --budget_minutes: the game budget, hence the learning-rate schedule, fits the
+# minutes; compile included; a SIGTERM guard saves, as a preemption would), then on the
+# same machine, in parallel: the final snapshot's teacher top-1/top-3 (policy and 16-sim
+# search; the teacher set's test split, held-out where data/teacher_test.tsv is absent),
+# matches against greedy and against the depth-1 heuristic (16 simulations, both colours,
+# from data/openings_test.tsv, else data/openings.tsv); and positions/s of the preset's
+# iteration with learning beside self-play alone (bench/train_bench.py --fused-only, from
+# the run's compiled program). Into OUTDIR, 8 files (the device tool returns at most 8):
+# train.log, metrics.jsonl, budget.json, speed.json, teacher.json, vs_greedy.json,
+# vs_heuristic.json, timings.txt.
 #
-#   bench/gpu_training.sh OUTDIR [TRAIN_S (default 360)] [GAMES (default 108)]
+#   bench/gpu_training.sh OUTDIR [PRESET] [--minutes M (6)] [--games N (108)] [--quick] [--plan]
 #
-# With the device tool: `bench/gpu_training.sh "$OUT"` (carry .whl, as bench/device.sh).
+# PRESET defaults to configs/shogi816k_randomstart2.py:size=gpu_short,recipe=small
+# (docs/results.md, the GPU recipe). With the device tool: `bench/gpu_training.sh "$OUT"`
+# (carry .whl, as bench/device.sh); about 6 minutes of training and 2-3 of evaluation.
+# --quick: the CPU rehearsal of every step (tests/test_gpu_training.py): the :smoke size of
+# PRESET's config file, a 1.5-minute budget, 4 games a match, 64 teacher positions.
+# --plan: print the commands, run nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out="${1:?usage: bench/gpu_training.sh OUTDIR [TRAIN_S] [GAMES]}"
-train_s="${2:-360}"
-games="${3:-108}"
+usage="usage: bench/gpu_training.sh OUTDIR [PRESET] [--minutes M] [--games N] [--quick] [--plan]"
+out="" preset="" minutes="" games="" quick=0 plan=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --minutes) minutes="${2:?--minutes needs a number}"; shift ;;
+        --games) games="${2:?--games needs a number}"; shift ;;
+        --quick) quick=1 ;;
+        --plan) plan=1 ;;
+        -*) echo "error: unknown option $1; $usage" >&2; exit 2 ;;
+        *) if [ -z "$out" ]; then out="$1"; elif [ -z "$preset" ]; then preset="$1"
+           else echo "error: unexpected argument $1; $usage" >&2; exit 2; fi ;;
+    esac
+    shift
+done
+[ -n "$out" ] || { echo "error: no OUTDIR; $usage" >&2; exit 2; }
+preset="${preset:-configs/shogi816k_randomstart2.py:size=gpu_short,recipe=small}"
+[ -f "${preset%%:*}" ] || { echo "error: PRESET $preset: no config file ${preset%%:*}" >&2; exit 2; }
+if [ "$quick" = 1 ]; then
+    preset="${preset%%:*}:smoke"
+    minutes="${minutes:-1.5}" games="${games:-4}" teacher_positions=64 concurrency=4
+else
+    minutes="${minutes:-6}" games="${games:-108}" teacher_positions=0 concurrency=54
+fi
+[[ "$minutes" =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "error: --minutes $minutes: a number of minutes" >&2; exit 2; }
+[[ "$games" =~ ^[1-9][0-9]*$ ]] || { echo "error: --games $games: a positive whole number" >&2; exit 2; }
+openings=data/openings.tsv; [ -f data/openings_test.tsv ] && openings=data/openings_test.tsv
+split=heldout; [ -f data/teacher_test.tsv ] && split=test
+run="runs/gpu_training"
 mkdir -p "$out"
-source bench/device_env.sh
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-run=runs/gpu_minutes
-rm -rf "$run"
+if [ "$plan" = 0 ]; then
+    source bench/device_env.sh
+    rm -rf "$run"
+    command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+else
+    python=python
+fi
 start=$(date +%s)
-# The progress bar redraws in place; keep the log readable.
-timeout -s TERM --kill-after=120 "$train_s" "$python" train.py --config configs/shogi816k.py:gpu --workdir "$run" \
-    > "$out/train.log" 2>&1 || true
-echo "trained for $(( $(date +%s) - start )) s"; tail -c 1500 "$out/train.log" | tr '\r' '\n' | tail -5
-cp "$run/metrics.jsonl" "$out/metrics.jsonl"
-"$python" - "$run" <<'EOF'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
-last = rows[-1]
-print(f"iterations {last['iteration']}, games {last['games_finished']}, positions {last['positions']}, "
-      f"mean positions/s {sum(r['positions_per_second'] for r in rows[1:]) / max(len(rows) - 1, 1):.0f}")
-for r in rows:
-    if "teacher/top1" in r:
-        print(f"it {r['iteration']:4d} games {r['games_finished']:6d} top1 {100 * r['teacher/top1']:.1f}% "
-              f"top3 {100 * r['teacher/top3']:.1f}% value sign {r['teacher/value_sign_accuracy']:.3f} "
-              f"rho {r['teacher/value_rank_correlation']:.3f} ({1000 * r['teacher/seconds']:.0f} ms, iteration "
-              f"{1000 * r['seconds']:.0f} ms)")
-EOF
-"$python" eval.py --checkpoint "$run" --opponent greedy --simulations 16 --games "$games" \
-    --openings data/openings.tsv --concurrency 54 --out "$run/vs_greedy" > "$run/eval.log" 2>&1 || tail -20 "$run/eval.log"
-cp "$run/vs_greedy/summary.json" "$out/vs_greedy.json" && cat "$run/vs_greedy/summary.txt"
-"$python" -m az.play.report teacher "$run@0" "$run" --simulations 0,16 --out "$out/teacher.png" 2>&1 | tail -4
-"$python" -m az.play.report curve --workdir "$run" --out "$out/teacher_curve.png" 2>&1 | tail -1
-echo "total $(( $(date +%s) - start )) s"
+timings="$out/timings.txt"
+: > "$timings"
+mark() { echo "$1 $(( $(date +%s) - start )) s" | tee -a "$timings"; }
+# One step: printed with --plan, else run with its output into LOG.
+step() {
+    local log="$1"; shift
+    if [ "$plan" = 1 ]; then echo "$*"; else "$@" > "$log" 2>&1; fi
+}
+
+# Training: the budget counts from the process's start, compile included; the guard
+# (SIGTERM, which saves) only stops a run whose games outlast the expected length.
+guard_s=$(awk -v m="$minutes" 'BEGIN { printf "%d", m * 60 + 45 }')
+step "$out/train.log" timeout -s TERM --kill-after=60 "$guard_s" "$python" train.py --config "$preset" \
+    --workdir "$run" --budget_minutes "$minutes" || echo "training exited with status $?"
+if [ "$plan" = 0 ]; then
+    mark trained
+    tail -c 1500 "$out/train.log" | tr '\r' '\n' | tail -4
+    cp "$run/metrics.jsonl" "$run/budget.json" "$out/"
+    "$python" bench/gpu_training_summary.py "$run" | tee -a "$timings"
+fi
+
+# Evaluation, three processes at once, so none may take most of the accelerator's
+# memory; then the speed of learning beside self-play.
+export XLA_PYTHON_CLIENT_PREALLOCATE=false
+pids=()
+eval_step() { if [ "$plan" = 1 ]; then step "$@"; else step "$@" & pids+=($!); fi; }
+eval_step "$run/teacher.log" "$python" -m az.play.report teacher "$run" --simulations 0,16 --split "$split" \
+    --positions "$teacher_positions" --out "$run/teacher.png"
+for opponent in greedy "heuristic?depth=1"; do
+    name="${opponent%%\?*}"
+    eval_step "$run/vs_$name.log" "$python" eval.py --checkpoint "$run" --opponent "$opponent" --simulations 16 \
+        --games "$games" --openings "$openings" --concurrency "$concurrency" --out "$run/vs_$name"
+done
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+if [ "$plan" = 0 ]; then
+    mark evaluated
+    [ "$failed" = 0 ] || tail -n 5 "$run"/*.log
+    cp "$run/teacher.json" "$out/teacher.json" && cat "$run/teacher.log" | tail -4
+    for name in greedy heuristic; do cp "$run/vs_$name/summary.json" "$out/vs_$name.json" && cat "$run/vs_$name/summary.txt"; done
+fi
+step "$out/speed.log" "$python" bench/train_bench.py --config "$preset" --fused-only \
+    --compilation-cache "$run/jax_cache" --json "$out/speed.json"
+if [ "$plan" = 0 ]; then
+    mark "speed measured"
+    cat "$out/speed.log" && rm "$out/speed.log"
+fi
+exit "$failed"

@@ -8,7 +8,9 @@ A preset has two axes, which set disjoint fields, so any size goes with any reci
   scale on an accelerator; ``gpu`` the paper's search and network on one GPU (twice the
   games in parallel, a budget for about a day); ``cpu`` the largest still useful on a
   2-core CPU (about an hour for a visible gain over the untrained network); ``smoke`` a
-  tiny run that finishes a few iterations on a 2-core CPU in about two minutes.
+  tiny run that finishes a few iterations on a 2-core CPU in about two minutes;
+  ``gpu_short`` minutes on one GPU at the small recipe's search and learner (with
+  ``train.py --budget_minutes``), and ``cpu_short`` its proxy on a 2-core CPU.
 - recipe, which algorithm: ``paper`` the paper's; ``small`` what gives a small run more
   strength per hour (docs/stall_study.md); ``exercise`` the paper's with the self-play
   switches on that the smoke tests exercise.
@@ -211,6 +213,65 @@ def _cpu_size(c: ml_collections.ConfigDict) -> None:
     c.checkpoint.every_iterations = 10
 
 
+def _gpu_short_size(c: ml_collections.ConfigDict) -> None:
+    """Minutes on one GPU at the small recipe's scale (docs/results.md, the GPU recipe).
+    Run it with ``train.py --budget_minutes=M``, which sets the game budget from the
+    speed measured after compiling; ``cpu_short`` is its proxy on a 2-core CPU.
+
+    The cpu size (where the small recipe was measured: docs/stall_study.md) with only
+    what a GPU changes; against the gpu size (the paper's search and network):
+    - the cpu size's search, n=16, m=8, 4 simulations where playout caps cut the search:
+      Gumbel's sequential halving improves the policy from few simulations, and each ply
+      costs about n + 1 network calls, so n=16 with caps plays several times the
+      positions of n=64 (docs/stall_study.md, root width; playout caps);
+    - 256-ply games, as the cpu size and the evaluation matches;
+    - a 6x64 network in place of 10x128: the 10x128 forward is 2.1-2.6x slower
+      (docs/benchmarks.md, on an NVIDIA H100), and minutes of self-play hold far fewer
+      games than the paper's network is sized for;
+    - the cpu size's learner: 256 positions a step at replay ratio 1, so K = 2048 x 16 /
+      256 = 128 steps an iteration, as many steps per position as the recipe was measured
+      with (docs/stall_study.md, replay ratio); warm-up 50 steps;
+    - a replay of 512 rows (the paper's million positions): each iteration takes 32x the
+      cpu size's learner steps, so half the cpu size's window in iterations, and still
+      twice the ply limit, so every game's positions get their value target;
+    - 2048 games in parallel and bfloat16, as the gpu size; checkpoints (the whole
+      replay, 4-5 GiB, written synchronously) every 200 iterations, two kept."""
+    c.budget_games = 100_000  # without --budget_minutes; a guess of what six minutes hold
+    c.env.max_length = 256
+    c.search.num_simulations = 16
+    c.search.max_num_considered_actions = 8
+    c.search.reduced_simulations = 4
+    c.selfplay.num_games = 2048
+    c.selfplay.plies_per_iteration = 16
+    c.model.num_blocks = 6
+    c.model.channels = 64
+    c.model.value_hidden = 64
+    c.replay.capacity = 2048 * 16 * 32
+    c.replay.min_positions = 2048 * 16
+    c.learner.batch_size = 256
+    c.learner.warmup_steps = 50
+    c.checkpoint.every_iterations = 200
+    c.checkpoint.keep = 2
+
+
+def _cpu_short_size(c: ml_collections.ConfigDict) -> None:
+    """``gpu_short``'s proxy on a 2-core CPU, about 20 minutes with ``--budget_minutes=20``:
+    the same search, games, replay window (512 rows), learner (256 positions a step at
+    replay ratio 1, so as many steps per position) and warm-up, with 64 games in parallel
+    (K = 4) and the cpu size's 3x48 float32 network. Measured: docs/results.md, the GPU
+    recipe."""
+    _gpu_short_size(c)
+    c.budget_games = 1000  # without --budget_minutes: about what 20 minutes held
+    c.selfplay.num_games = 64
+    c.model.num_blocks = 3
+    c.model.channels = 48
+    c.model.dtype = "float32"
+    c.replay.capacity = 64 * 16 * 32
+    c.replay.min_positions = 64 * 16
+    c.checkpoint.every_iterations = 10
+    c.checkpoint.keep = 3
+
+
 def _smoke_size(c: ml_collections.ConfigDict) -> None:
     """A few iterations on a 2-core CPU in about two minutes."""
     c.budget_games = 64
@@ -277,5 +338,6 @@ def _exercise_recipe(c: ml_collections.ConfigDict) -> None:
     c.learner.ema_decay = 0.9  # a smoke run's few learner steps still move the average
 
 
-SIZES = {"smoke": _smoke_size, "cpu": _cpu_size, "gpu": _gpu_size, "paper": _paper_size}
+SIZES = {"smoke": _smoke_size, "cpu": _cpu_size, "cpu_short": _cpu_short_size, "gpu": _gpu_size,
+         "gpu_short": _gpu_short_size, "paper": _paper_size}
 RECIPES = {"paper": _paper_recipe, "small": _small_recipe, "exercise": _exercise_recipe}
