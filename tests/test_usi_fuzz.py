@@ -123,8 +123,9 @@ def go_commands(draw, real: bool):
                          "go depth 3", "go movestogo 20 byoyomi 100", "go searchmoves 7g7f 2g2f",
                          f"go byoyomi {10**25}", f"go btime {10**40} wtime 0"]),
     )
-    extreme = st.sampled_from(["0", "-1", "x", "", "²", "1000000", "1000001", str(2**31), str(10**14), str(10**40),
-                               "x" * 5000, "9" * 5000])
+    huge = [] if real else ["1000000"]  # nodes a real engine would compile a search of
+    extreme = st.sampled_from(["0", "-1", "x", "", "²", "1000001", str(2**31), str(10**14), str(10**40), "x" * 5000,
+                               "9" * 5000] + huge)
     malformed = st.one_of(
         st.tuples(st.sampled_from(protocol._GO_NUMBERS), extreme).map(lambda pair: f"go {pair[0]} {pair[1]}"),
         st.sampled_from(["go nodes", "go btime", "go frob", "go byoyomi 100 nodes"]),
@@ -163,7 +164,8 @@ def other_commands(real: bool):
     unknown = st.text(alphabet=st.characters(blacklist_characters="\n\r"), min_size=1, max_size=30)
     return st.one_of(
         st.sampled_from(["usi", "isready", "usinewgame", "stop", "ponderhit", "gameover win", "gameover lose",
-                         "gameover draw", "gameover", "", "   ", "\t", "isready now", "stop stop", "quit"]).map(_sent),
+                         "gameover draw", "gameover", "", "   ", "\t", "isready now", "stop stop"]
+                        + ([] if real else ["quit"])).map(_sent),
         unknown.map(_sent),
         raw_bytes,
         st.sampled_from([b"\xff\xfe go", b"isready\xc3", b"\xe3\x81\x82 position", b"usi\x00ok"]).map(Command),
@@ -524,3 +526,146 @@ def test_usi_fuzz__the_command_loop_survives_any_sequence(data, stub_checkpoint,
     if probed:
         assert answers and answers[-1][-1] != "bestmove resign", answers[-1:]
         assert _answers(Go(probe), answers[-1][-1].split()[1]), (probe, answers[-1])
+
+
+# The command loop's own input and output (``engine.main``: bytes, line ends, EOF) --------
+
+
+class _Fd:
+    """Stands for ``sys.stdin``/``sys.stdout``: ``main`` opens their file descriptors itself."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def flush(self):
+        pass
+
+
+def _commands_as_bytes():
+    """Command lines as a client's bytes: any line end (``\\n``, ``\\r\\n``, ``\\r``), any bytes."""
+    line = st.one_of(other_commands(False).map(lambda c: c.raw), go_commands(False).map(lambda c: c.raw),
+                     positions(False).map(lambda c: c.raw), st.binary(max_size=40))
+    ending = st.sampled_from([b"\n", b"\r\n", b"\r"])
+    return st.lists(st.tuples(line, ending).map(lambda pair: pair[0].replace(b"quit", b"quiz") + pair[1]),
+                    max_size=10).map(b"".join)
+
+
+@settings(max_examples=50, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(sent=_commands_as_bytes(), tail=st.sampled_from([b"isready", b"usi", b"position startpos moves 7g7f", b""]),
+       cut=st.integers(0, 30))
+def test_usi_fuzz__main_reads_any_bytes_and_exits_at_the_end_of_input(sent, tail, cut, stub_checkpoint, thread_errors,
+                                                                       monkeypatch):
+    """Through ``main``'s own stdin and stdout: whatever bytes came, the probe is answered
+    with a legal move, every output line is UTF-8, and input that ends in the middle of a
+    line ends the loop with status 0."""
+    thread_errors.clear()
+    monkeypatch.setattr(engine_lib, "_model", lambda: StubModel())
+    stdin_read, stdin_write = os.pipe()
+    stdout_read, stdout_write = os.pipe()
+    monkeypatch.setattr("sys.stdin", _Fd(stdin_read))
+    monkeypatch.setattr("sys.stdout", _Fd(stdout_write))
+    output, status = [], []
+    reader = threading.Thread(target=lambda: output.extend(iter(lambda: os.read(stdout_read, 65536), b"")))
+    loop = threading.Thread(target=lambda: status.append(
+        engine_lib.main(["--checkpoint", stub_checkpoint, "--compilation_cache", ""])))
+    reader.start()
+    loop.start()
+    try:
+        os.write(stdin_write, sent + b"\nstop\nisready\nprobe-marker\nposition startpos moves 2g2f\ngo nodes 2\n")
+        deadline = time.monotonic() + 10
+        marker = b"info string unknown command: probe-marker\n"
+        while marker not in (answered := b"".join(output)) or b"bestmove" not in answered.split(marker)[-1]:
+            assert time.monotonic() < deadline, f"no bestmove to the probe: {answered[-500:]!r}"
+            time.sleep(0.002)
+        os.write(stdin_write, tail[:cut])  # the end of input in the middle of a line
+    finally:
+        os.close(stdin_write)
+        loop.join(10)
+        os.close(stdout_write)
+        reader.join(10)
+        os.close(stdin_read)
+        os.close(stdout_read)
+    assert status == [0]
+    lines = b"".join(output).decode("utf-8").split("\n")  # strict: the engine writes UTF-8 only
+    assert lines[-1] == "" and all(line.startswith(("info ", "bestmove ", "readyok", "id ", "option ", "usiok",
+                                                    "checkmate ")) for line in lines[:-1]), lines
+    probe = answered.split(marker)[-1].decode("utf-8").splitlines()
+    bestmoves = [line.split()[1] for line in probe if line.startswith("bestmove ")]
+    assert len(bestmoves) == 1 and _answers(Go((notation.STARTPOS_SFEN, ["2g2f"])), bestmoves[0]), probe
+    assert thread_errors == []
+
+
+# The real engine process (slow) ------------------------------------------------------
+
+from test_usi import LOAD_TIMEOUT, UsiProcess, workdir  # noqa: E402,F401: the smoke run's fixture
+
+
+@pytest.fixture(scope="module")
+def real_engine(workdir, tmp_path_factory):  # noqa: F811
+    """One engine process on the smoke snapshot, Simulations 2, ready; every sequence goes to it."""
+    process = UsiProcess(str(workdir), cwd=tmp_path_factory.mktemp("fuzz_gui_cwd"))
+    try:
+        process.send("usi")
+        process.until(lambda line: line == "usiok", 30)
+        process.send("setoption name Simulations value 2")
+        process.isready()
+        process.barriers = 0
+        yield process
+    finally:
+        status = process.close()
+    assert status == 0, f"quit: exit status {status}\n{process.tail()}"
+
+
+def send_and_read(process, command: Command) -> tuple[list[str], list[list[str]]]:
+    """Sends one line, then an unknown command as a barrier: (the engine's reply to the
+    line, the bestmove answers that came meanwhile). An answer is written in one piece
+    (``Output``'s lock): its ``bestmove`` and the answer lines just before it."""
+    process.barriers += 1
+    barrier = f"fuzz-barrier-{process.barriers}"
+    process.transcript.append(f"> {command.raw[:200]!r}")
+    process.proc.stdin.write(command.raw + b"\n" + barrier.encode() + b"\n")
+    process.proc.stdin.flush()
+    lines = process.until(lambda line: line == f"info string unknown command: {barrier}", LOAD_TIMEOUT)[:-1]
+    reply, answers, pending = [], [], []
+    for line in lines:
+        if line.startswith("bestmove"):
+            answers.append(pending + [line])
+            pending = []
+        elif line.startswith(ANSWER_INFO):
+            pending.append(line)
+        else:
+            reply += pending + [line]
+            pending = []
+    return reply + pending, answers
+
+
+@pytest.mark.slow
+@settings(max_examples=50, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_usi_fuzz__the_engine_process_survives_any_sequence(data, real_engine, workdir):  # noqa: F811
+    """The real engine (``scripts/azshogi-usi`` on a smoke snapshot), one process for
+    every sequence: the same checks as the stub's, cshogi judging every bestmove."""
+    commands = data.draw(sequences(real=True, checkpoint=str(workdir)), label="commands")
+    probe = data.draw(legal_lines(max_moves=8), label="probe")
+    if not any(True for _ in board_of(probe).legal_moves) or board_of(probe).is_nyugyoku():
+        probe = (notation.STARTPOS_SFEN, [])
+    real_engine.drain()
+    tail = ["stop", f"setoption name Checkpoint value {workdir}", "setoption name CheckpointStep value latest",
+            "isready", position_text(*probe), "go nodes 2"]
+    sent = commands + [_sent(text) for text in tail]
+    answers = []
+    for command in sent[:-1]:
+        reply, answered = send_and_read(real_engine, command)
+        check_reply(command, reply)
+        answers += answered
+        if command is sent[-3]:  # the probe's isready: everything earlier is answered, the snapshot loads
+            assert not any(line.startswith("info string error") for line in reply), reply
+    real_engine.send(sent[-1].text)
+    answers.append(real_engine.until("bestmove", LOAD_TIMEOUT))
+    check_answers(gos_of(sent), answers)
+    assert answers[-1][-1] != "bestmove resign" and _answers(Go(probe), answers[-1][-1].split()[1]), answers[-1]
