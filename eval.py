@@ -19,14 +19,14 @@ def build_parser() -> argparse.ArgumentParser:
     first.add_argument("--player", help="any player spec instead of a checkpoint, e.g. heuristic?depth=2 (see --opponent)")
     p.add_argument("--opponent", required=True,
                    help="checkpoint:WORKDIR[@STEP] | usi:PATH?option=value&nodes=N | fairy-stockfish?nodes=N | "
-                   "gpsusi?depth=D | heuristic[:WEIGHTS][?depth=D] | random | greedy")
-    p.add_argument("--openings", default=None, help="data/openings.tsv, or a file of SFEN / 'startpos moves' lines")
+                   "gpsusi?depth=D | heuristic[:WEIGHTS][?depth=D] | random | greedy (the other player).")
+    p.add_argument("--openings", default=None, help="data/openings.tsv, or a file of SFEN / 'startpos moves' lines.")
     p.add_argument("--games", type=int, default=None, help="games in all (default: each opening twice)")
-    p.add_argument("--simulations", type=int, default=800, help="search simulations per move of our agents")
-    p.add_argument("--concurrency", type=int, default=1, help="games played at once")
+    p.add_argument("--simulations", type=int, default=800, help="search simulations per move of our agents.")
+    p.add_argument("--concurrency", type=int, default=1, help="games played at once.")
     p.add_argument("--out", default=None, help="directory for results.json, games/, plots (default eval/<names>)")
-    p.add_argument("--resume", action="store_true", help="finish an interrupted match in --out")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resume", action="store_true", help="finish an interrupted match in --out.")
+    p.add_argument("--seed", type=int, default=0, help="seeds the players' random choices.")
     return p
 
 

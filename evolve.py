@@ -15,8 +15,8 @@ from ml_collections import config_flags
 
 from az import cli
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "config file, e.g. configs/ga_baseline.py:smoke")
-_WORKDIR = flags.DEFINE_string("workdir", None, "where the population, metrics and weights go; resumes from it")
+_CONFIG = config_flags.DEFINE_config_file("config", None, "config file, e.g. configs/ga_baseline.py:smoke.")
+_WORKDIR = flags.DEFINE_string("workdir", None, "where the population, metrics and weights go; resumes from it.")
 flags.mark_flags_as_required(["config", "workdir"])
 
 

@@ -18,13 +18,13 @@ from ml_collections import config_flags
 from az import cli
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "config file and preset, e.g. configs/shogi816k.py:size=cpu,recipe=small (aliases: :paper, :gpu, :cpu, :smoke)")
-_WORKDIR = flags.DEFINE_string("workdir", None, "where checkpoints and metrics go; resumes from it")
-_MAX_ITERATIONS = flags.DEFINE_integer("max_iterations", None, "stop after this many iterations in total")
+_WORKDIR = flags.DEFINE_string("workdir", None, "where checkpoints and metrics go; resumes from it.")
+_MAX_ITERATIONS = flags.DEFINE_integer("max_iterations", None, "stop after this many iterations in total.")
 _BUDGET_MINUTES = flags.DEFINE_float("budget_minutes", None, "a wall-time budget: the game budget becomes what this "
                                      "many minutes hold at the speed measured after compiling (az/train/budget.py)")
-_COORDINATOR = flags.DEFINE_string("coordinator_address", None, "multi-host: host:port of process 0")
-_NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "multi-host: how many processes")
-_PROCESS_ID = flags.DEFINE_integer("process_id", None, "multi-host: this process's index")
+_COORDINATOR = flags.DEFINE_string("coordinator_address", None, "multi-host: host:port of process 0.")
+_NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "multi-host: how many processes.")
+_PROCESS_ID = flags.DEFINE_integer("process_id", None, "multi-host: this process's index.")
 flags.mark_flags_as_required(["config", "workdir"])
 
 

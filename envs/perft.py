@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--depth", type=int, default=3, help="deepest level to count (>= 1)")
     parser.add_argument("--sfen", default=notation.STARTPOS_SFEN, help="root position (default: the usual start)")
-    parser.add_argument("--movegen", default="dense", choices=sorted(movegen.CORES), help="move generator")
+    parser.add_argument("--movegen", default="dense", choices=sorted(movegen.CORES), help="move generator (default: dense).")
     return parser
 
 
