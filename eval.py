@@ -20,7 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--opponent", required=True,
                    help="checkpoint:WORKDIR[@STEP] | usi:PATH?option=value&nodes=N | fairy-stockfish?nodes=N | "
                    "gpsusi?depth=D | heuristic[:WEIGHTS][?depth=D] | random | greedy (the other player).")
-    p.add_argument("--openings", default=None, help="data/openings.tsv, or a file of SFEN / 'startpos moves' lines.")
+    p.add_argument("--openings", default=None,
+                   help="data/openings.tsv, or a file of SFEN / 'startpos moves' lines (default: the start position).")
     p.add_argument("--games", type=int, default=None, help="games in all (default: each opening twice)")
     p.add_argument("--simulations", type=int, default=800, help="search simulations per move of our agents.")
     p.add_argument("--concurrency", type=int, default=1, help="games played at once.")
