@@ -161,6 +161,10 @@ def load_snapshot(spec: str):
     workdir, step = parse_spec(spec)
     step = snapshot_steps(workdir)[-1] if step is None else step
     where = os.path.join(snapshot_dir(workdir), str(step))
+    if not os.path.isdir(os.path.join(where, "config")) or not any(
+            os.path.isdir(os.path.join(where, item)) for item in ("params", "ema_params")):
+        raise SnapshotError(f"checkpoint {spec!r}: snapshot {where} has no config or no parameters; it is damaged "
+                            "or not an azshogi snapshot")  # before orbax, which would also log a warning
     manager = ocp.CheckpointManager(snapshot_dir(workdir), item_names=SNAPSHOT_ITEMS)
     try:
         if os.path.isdir(os.path.join(where, "version")):
@@ -184,12 +188,38 @@ def load_snapshot(spec: str):
     except SnapshotError:
         raise
     except Exception as e:  # whatever a damaged or foreign snapshot makes orbax or flax raise
-        detail = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+        _drop_failed_reads()
+        detail = str(e).strip().splitlines()[0].split(" See full TensorStore details")[0][:200] if str(e).strip() else ""
         raise SnapshotError(f"checkpoint {spec!r}: snapshot {where} cannot be read ({type(e).__name__}: {detail}); "
                             "it is damaged or not an azshogi snapshot") from None
     finally:
         manager.close()
     return config, params, step
+
+
+def _drop_failed_reads() -> None:
+    """Keeps the other reads of a damaged snapshot quiet once ``load_snapshot`` has reported
+    the damage in one line: orbax leaves them running, and they end in tracebacks on stderr
+    (coroutines raising when collected, tasks whose exception nobody retrieved, callbacks
+    into the closed event loop)."""
+    import logging
+
+    previous = sys.unraisablehook
+    if getattr(previous, "drops_orbax_reads", False):
+        return
+
+    def hook(unraisable):
+        code = getattr(unraisable.object, "cr_code", None)
+        orbax_read = code is not None and "orbax" in code.co_filename
+        closed_loop = isinstance(unraisable.exc_value, RuntimeError) and "Event loop is closed" in str(
+            unraisable.exc_value)
+        if not (orbax_read or closed_loop):
+            previous(unraisable)
+
+    hook.drops_orbax_reads = True
+    sys.unraisablehook = hook
+    logging.getLogger("asyncio").addFilter(
+        lambda record: not ("exception was never retrieved" in record.getMessage() and "orbax" in record.getMessage()))
 
 
 def _tuples(d: dict) -> dict:
