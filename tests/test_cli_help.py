@@ -8,6 +8,7 @@ import argparse
 import importlib
 import json
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -94,3 +95,78 @@ def test_cli_help__every_absl_flag_is_shown_with_a_sentence(script):
     assert [name for name in flags if f"--{name}:" not in shown.stdout] == []
     assert [f"--{name}: {text!r}" for name, text in flags.items() if not is_sentence(text)] == []
     assert "--config.FIELD=VALUE" in shown.stdout
+
+
+# Bad input end to end: one line on stderr naming the culprit, no traceback ------------
+
+
+def one_error_line(process: subprocess.Popen) -> str:
+    """The one line a failed command wrote to stderr (its exit status non-zero)."""
+    _, err = process.communicate(timeout=600)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert process.returncode != 0 and "Traceback" not in err and len(lines) == 1, err[-3000:]
+    assert lines[0].startswith("error: "), lines
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def snapshot(tmp_path_factory) -> pathlib.Path:
+    """A workdir with one snapshot: the smoke config's untrained network (no training)."""
+    import jax
+
+    from az import network as network_lib
+    from az import workdir as workdir_lib
+    from configs import base
+
+    config = base.get_config("smoke")
+    params = network_lib.init_params(network_lib.make_network(config.model), jax.random.PRNGKey(0))
+    path = tmp_path_factory.mktemp("snapshot") / "run"
+    workdir_lib.save_snapshot(str(path), 0, params, config)
+    return path
+
+
+def _cli(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+@pytest.mark.slow  # ~20 s on a busy 2-core CPU: a snapshot saved, two eval.py processes loading JAX and orbax
+def test_eval_cli__a_damaged_snapshot_is_one_line_naming_it(snapshot, tmp_path):
+    """Its parameter files cut in half (orbax's reads fail in many threads), or its config
+    garbled: eval.py exits non-zero with one line naming the snapshot."""
+    truncated, garbled = tmp_path / "truncated", tmp_path / "garbled"
+    shutil.copytree(snapshot, truncated)
+    shutil.copytree(snapshot, garbled)
+    for file in (truncated / "snapshots" / "0" / "params").rglob("*"):
+        if file.is_file() and file.parent.name == "d":
+            file.write_bytes(file.read_bytes()[: file.stat().st_size // 2])
+    for file in (garbled / "snapshots" / "0" / "config").iterdir():
+        if file.name != "commit_success.txt":
+            file.write_text('{"model": [garbage')
+    common = ["--opponent", "random", "--games", "1", "--simulations", "2"]
+    runs = {truncated: _cli("eval.py", "--player", f"checkpoint:{truncated}", *common, "--out", str(tmp_path / "a")),
+            garbled: _cli("eval.py", "--checkpoint", str(garbled), *common, "--out", str(tmp_path / "b"))}
+    for workdir, process in runs.items():
+        line = one_error_line(process)
+        assert f"{workdir}/snapshots/0 cannot be read" in line and "damaged" in line, line
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_report_curve__an_opponent_engine_that_crashes_is_one_line(tmp_path, capsys):
+    """``report curve`` against an engine that exits at once, or prints garbage and exits:
+    one line naming the engine (as ``report balance`` for an engine dying mid-search)."""
+    from az.play import report
+
+    workdir = tmp_path / "run"
+    (workdir / "snapshots" / "0").mkdir(parents=True)
+    (workdir / "metrics.jsonl").write_text(json.dumps({"iteration": 0, "games_finished": 0}) + "\n")
+    engines = {"exits": "exit 3", "garbage": "printf 'garbage \\377\\376\\n'; head -c 300 /dev/urandom; exit 0"}
+    for name, body in engines.items():
+        script = tmp_path / f"{name}.sh"
+        script.write_text(f"#!/bin/sh\n{body}\n")
+        script.chmod(0o755)
+        code = report.main(["curve", "--workdir", str(workdir), "--opponent", f"usi:{script}?nodes=1",
+                            "--simulations", "2", "--out", str(tmp_path / f"{name}.png")])
+        err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert code == 1 and len(err) == 1, err
+        assert err[0].startswith("error: ") and str(script) in err[0] and "exited" in err[0], err
