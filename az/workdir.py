@@ -32,7 +32,7 @@ def parse_spec(spec: str) -> tuple[str, int | None]:
     (``runs/x``) is taken from there: GUIs start engines in folders of their choosing.
     """
     workdir, at, step = spec.rpartition("@")
-    if not (at and step.isdigit()):
+    if not (at and step.isascii() and step.isdigit()):  # str.isdigit takes '²', which int() refuses
         workdir, step = spec, None  # no step, or an '@' that belongs to the path
     if workdir and not os.path.isabs(workdir) and not os.path.isdir(workdir):
         in_repo = os.path.join(_REPO, workdir)
@@ -51,7 +51,7 @@ def snapshot_steps(workdir: str) -> list[int]:
     directory = snapshot_dir(workdir)
     if not os.path.isdir(directory):
         return []
-    return sorted(int(name) for name in os.listdir(directory) if name.isdigit())
+    return sorted(int(name) for name in os.listdir(directory) if name.isascii() and name.isdigit())
 
 
 def metrics_rows(workdir: str) -> list[dict]:
