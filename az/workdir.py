@@ -189,7 +189,8 @@ def load_snapshot(spec: str):
         raise
     except Exception as e:  # whatever a damaged or foreign snapshot makes orbax or flax raise
         _drop_failed_reads()
-        detail = str(e).strip().splitlines()[0].split(" See full TensorStore details")[0][:200] if str(e).strip() else ""
+        lines = str(e).strip().splitlines() or [""]
+        detail = lines[0].split(" See full TensorStore details")[0][:200]  # not TensorStore's spec dump
         raise SnapshotError(f"checkpoint {spec!r}: snapshot {where} cannot be read ({type(e).__name__}: {detail}); "
                             "it is damaged or not an azshogi snapshot") from None
     finally:
