@@ -4,6 +4,7 @@ goes on, and draws Figs. 2-4, the heatmaps and Table 2 (see az/reproduce/).
     python reproduce.py --preset gpu --workdir runs/paper           # run again to resume
     python reproduce.py --preset smoke --workdir /tmp/paper          # the whole pipeline, tiny (CPU)
     python reproduce.py --preset cpu --variants base,shogi816k --workdir runs/paper_cpu
+    python reproduce.py --preset gpu --workdir runs/paper --estimate-only   # its time, then exit
 """
 
 import argparse
@@ -27,6 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--parallel", type=int, default=None,
                    help="variants trained at once, each on an equal share of the GPUs (default 1: one after "
                         "another on all devices)")
+    p.add_argument("--estimate-only", action="store_true",
+                   help="probe each variant's training and the evaluation games, print the time the run would "
+                        "take and exit (writes WORKDIR/estimate.json, no plan.json)")
     return p
 
 
@@ -36,7 +40,8 @@ def main(argv=None) -> int:
 
     try:
         return reproduce.run_reproduction(
-            args.workdir, args.preset, parallel=args.parallel, variants=args.variants, opponent=args.opponent,
+            args.workdir, args.preset, parallel=args.parallel, estimate_only=args.estimate_only,
+            variants=args.variants, opponent=args.opponent,
             simulations=args.simulations, games=args.games, final_games=args.final_games, points=args.points,
             balance_positions=args.balance_positions, concurrency=args.concurrency)
     except reproduce.ReproductionError as e:

@@ -155,7 +155,18 @@ def test_smoke_reproduction_end_to_end_after_a_kill(tmp_path):
 
     rerun = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=1800)
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
-    assert "estimate from" in rerun.stdout
+    assert "estimate before training" in rerun.stdout and "estimate from" in rerun.stdout
+    # The probe ran base's real config in a scratch folder: its iterations are base's first
+    # ones, number for number, and it left nothing in base's workdir but what training wrote.
+    with open(workdir / "probe" / "base.metrics.jsonl", encoding="utf-8") as f:
+        probed = [json.loads(line) for line in f]
+    trained = workdir_lib.metrics_rows(str(workdir / "base"))
+    fields = ("iteration", "games_finished", "selfplay/length_sum", "loss")
+    assert [[r.get(k) for k in fields] for r in probed] == [[r.get(k) for k in fields] for r in trained[:len(probed)]]
+    assert sorted(p.name for p in (workdir / "probe").iterdir()) == [
+        "base.log", "base.metrics.jsonl", "eval.log", "shogi816k_randomstart2.log",
+        "shogi816k_randomstart2.metrics.jsonl"]
+    assert json.loads((workdir / "estimate.json").read_text())["total_seconds"] > 0
     log = (workdir / "base" / "train.log").read_text()
     assert "resumed from" in log and f"at iteration {saved}" in log
     for name in ("fig2_elo.png", "fig2_teacher.png", "fig3_openings.png", "fig4_balance.png", "heatmaps.png"):
@@ -190,3 +201,128 @@ def test_variants_reach_the_shared_cache_by_one_path(tmp_path, monkeypatch):
         assert seen == {os.path.realpath(shared)}
     finally:
         jax.config.update("jax_compilation_cache_dir", saved)
+
+
+def _probe(variant: str, iterations: int, *, done: int = 0) -> "reproduce.estimate.TrainingProbe":
+    return reproduce.estimate.TrainingProbe(variant=variant, startup_seconds=10.0, compile_seconds=50.0,
+                                            iteration_seconds=1.0, iterations_needed=iterations,
+                                            iterations_done=done, probe_seconds=70.0)
+
+
+def test_estimate__timeline_of_trainings_side_by_side_and_the_evaluator_beside():
+    """Two variants of 100 s (10 s to start, 90 iterations of 1 s); the evaluator needs
+    25 s to start and compile, then 5 s a game (50 plies at 10 plies/s); 2 points of
+    2 games, the final of 4."""
+    estimate = reproduce.estimate
+    evaluation = estimate.EvaluationProbe(startup_seconds=5.0, compile_seconds=20.0, plies_per_second=10.0,
+                                          plies_per_game=50.0, games_finished=1, match_overhead_seconds=0.0,
+                                          balance_seconds=0.0, probe_seconds=30.0)
+    trainings = [_probe("base", 90), _probe("shogi816k", 90)]
+    matches = estimate.pending_matches(["base", "shogi816k"], points=2, games=2, final_games=4, done={})
+    assert [(m.variant, m.point, m.games) for m in matches] == [("base", 0, 2), ("base", 1, 4),
+                                                                ("shogi816k", 0, 2), ("shogi816k", 1, 4)]
+    # One at a time: base 0-100, shogi816k 100-200. The evaluator plays base@0 at 25-35,
+    # base's final at 100-120, shogi816k@0 (saved at 110) at 120-130, its final at 200-220.
+    one = estimate.forecast(trainings, evaluation, matches, points=2, parallel=1)
+    assert one.spans == {"base": (0.0, 100.0), "shogi816k": (100.0, 200.0)}
+    assert (one.training_seconds, one.evaluation_seconds, one.total_seconds) == (200.0, 85.0, 220.0)
+    assert (one.matches, one.games) == (4, 12)
+    # Two at once: both 0-100; the finals at 100-120 and 120-140, in the plan's order.
+    two = estimate.forecast(trainings, evaluation, matches, points=2, parallel=2)
+    assert (two.training_seconds, two.evaluation_seconds, two.total_seconds) == (100.0, 85.0, 140.0)
+    # Resumed: base trained and evaluated, shogi816k at iteration 45 with its first match played.
+    left = estimate.pending_matches(["base", "shogi816k"], points=2, games=2, final_games=4,
+                                    done={"base": 2, "shogi816k": 1})
+    resumed = estimate.forecast([_probe("shogi816k", 90, done=45)], evaluation, left, points=2, parallel=1)
+    assert (resumed.training_seconds, resumed.total_seconds) == (55.0, 75.0)
+    lines = estimate.summary_lines(two, trainings, evaluation, parallel=2, backend="gpu", probe_seconds=140.0,
+                                   path="runs/paper/estimate.json")
+    assert lines[0].startswith("estimate before training (0:02:20 of probing")
+    assert [line.split()[0] for line in lines if not line.startswith("    ")][1:] == ["training", "evaluation", "total"]
+    assert "0:01:40  2 variant(s) to train, 2 at a time, on gpu" in lines[1]
+    assert "total       0:02:20" in lines[-1]
+
+
+def test_estimate__steady_speed_is_the_median():
+    assert reproduce.estimate.steady([1.0, 9.0, 1.2]) == 1.2
+    assert reproduce.estimate.steady([1.0, 2.0]) == 1.5
+    assert reproduce.estimate.waves(7, 2) == 4
+
+
+# A stand-in for train.py in the runner's bookkeeping test: spends the smoke budget (64
+# games) in 4 iterations of 0.4 s, saving snapshots 0 and 4, and notes when it ran.
+_FAKE_TRAINER = """
+import json, os, sys, time
+run_dir = sys.argv[1]
+started = time.time()
+os.makedirs(os.path.join(run_dir, "snapshots", "0"), exist_ok=True)
+for i in range(1, 5):
+    time.sleep(0.4)
+    with open(os.path.join(run_dir, "metrics.jsonl"), "a") as f:
+        f.write(json.dumps({"iteration": i, "games_finished": 16 * i, "selfplay/length_sum": 640.0,
+                            "positions_per_second": 100.0, "learned": False}) + "\\n")
+os.makedirs(os.path.join(run_dir, "snapshots", "4"))
+with open(os.path.join(run_dir, "ran.json"), "w") as f:
+    json.dump([started, time.time(), sys.argv[2]], f)
+"""
+
+
+def test_runner__two_variants_side_by_side_bookkeeping(tmp_path, monkeypatch):
+    """``--parallel 2`` on three variants, each train.py a stand-in: two start at once on
+    shares of their own, the third takes the first freed share, each one's time is kept
+    and all are trained."""
+    from az.reproduce import training
+
+    def fake_spawn(runner, variant, run_dir, share, *extra_args):
+        os.makedirs(run_dir, exist_ok=True)
+        return runner.children.spawn(["-c", _FAKE_TRAINER, run_dir, share], os.path.join(run_dir, "train.log"),
+                                     os.path.join(run_dir, "train.lock"))
+
+    monkeypatch.setattr(training, "spawn_train", fake_spawn)
+    plan = reproduce.make_plan("smoke", opponent="greedy", variants="base,randomstart2,shogi816k")
+    runner = reproduce.Runner(str(tmp_path), plan, parallel=2, progress_seconds=0.5)
+    runner.shares = ["0", "1"]  # two GPUs' worth of shares, without asking JAX
+    evaluator = subprocess.Popen([sys.executable, "-c", "pass"])
+    evaluator.wait()
+    assert runner._train_all(evaluator)
+    ran = {v: json.loads((tmp_path / v / "ran.json").read_text()) for v in plan.variants}
+    assert all(runner.trained(v) for v in plan.variants)
+    assert ran["randomstart2"][0] < ran["base"][1] and ran["base"][0] < ran["randomstart2"][1]  # at once
+    assert {ran["base"][2], ran["randomstart2"][2]} == {"0", "1"}  # each on a share of its own
+    first_done = min(("base", "randomstart2"), key=lambda v: ran[v][1])
+    assert ran["shogi816k"][0] >= ran[first_done][1] and ran["shogi816k"][2] == ran[first_done][2]
+    assert set(runner.timings.seconds) == set(plan.variants)
+    assert all(1.6 <= runner.timings.get(v) < 60 for v in plan.variants)
+    assert json.loads((tmp_path / "timings.json").read_text()) == runner.timings.seconds
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists(FAIRY), reason="needs fairy-stockfish (make engines)")
+def test_smoke_reproduction_two_variants_at_once(tmp_path):
+    """``--parallel 2`` at smoke size: the estimate says so, both variants train at the
+    same time, both finish, their matches, the figures and the table come out, and the
+    runner keeps each one's training time."""
+    workdir = tmp_path / "paper"
+    run = subprocess.run([sys.executable, "reproduce.py", "--preset", "smoke", "--workdir", str(workdir),
+                          "--variants", "base,exploration_sh", "--parallel", "2"],
+                         cwd=REPO, capture_output=True, text=True, timeout=2400)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "2 variant(s) to train, 2 at a time sharing the CPU's cores" in run.stdout
+    estimate = json.loads((workdir / "estimate.json").read_text())
+    assert estimate["parallel"] == 2 and set(estimate["spans"]) == {"base", "exploration_sh"}
+    # Side by side: each started (wrote its config) before the other's last iteration.
+    started = {v: (workdir / v / "config.json").stat().st_mtime for v in ("base", "exploration_sh")}
+    ended = {v: (workdir / v / "metrics.jsonl").stat().st_mtime for v in ("base", "exploration_sh")}
+    assert started["base"] < ended["exploration_sh"] and started["exploration_sh"] < ended["base"]
+    timings = json.loads((workdir / "timings.json").read_text())
+    results = json.loads((workdir / "results.json").read_text())
+    plan = reproduce.read_plan(str(workdir))
+    for variant in ("base", "exploration_sh"):
+        assert reproduce.is_trained(str(workdir / variant), 64)
+        assert f"{variant}: trained in" in run.stdout
+        r = results["variants"][variant]
+        assert r["training_seconds"] == timings[variant] > 0
+        assert r["final"]["games"] == plan.final_games and len(r["curve"]) == plan.points
+    for name in ("fig2_elo.png", "fig2_teacher.png", "fig3_openings.png", "fig4_balance.png", "heatmaps.png"):
+        assert (workdir / "figures" / name).stat().st_size > 1000, name
+    assert "| exploration_sh |" in (workdir / "results.md").read_text()

@@ -17,6 +17,8 @@ they are saved, so the figures need no second pass over the runs. At the end it 
 What a run keeps in WORKDIR:
 
     plan.json                   its settings; a rerun must ask for the same
+    estimate.json               the time it will take, measured before training (see below)
+    probe/                      the probe's logs and metrics (VARIANT.log, eval.log)
     VARIANT/                    a train.py workdir each; matches in VARIANT/eval/OPPONENT/step_K
     VARIANT/train.log           train.py's output
     balance.json, eval.log      the evaluator's start-set scores and its output
@@ -24,8 +26,11 @@ What a run keeps in WORKDIR:
 
 Every part resumes: training from its checkpoints, matches game by game, the balance
 table whole. Killing the runner (even SIGKILL) stops its children with SIGTERM, on which
-training saves. The wall time is estimated from the first variant's measured iterations
-and refined as variants finish; the evaluator prints each match's pace.
+training saves. Before training, every start probes what is left: a few iterations of
+each variant still to train and a few evaluation games, in scratch folders under probe/,
+never in the variants' workdirs; it prints the time training, evaluation and the whole
+will take (``--estimate-only``: that, then exit). The first variant's measured
+iterations refine it; the evaluator prints each match's pace.
 
 The parts, by role:
 
@@ -37,12 +42,15 @@ The parts, by role:
     evaluator.py   the evaluator process (run_evaluator), ``python -m az.reproduce.evaluator``
     progress.py    what a variant's workdir says: trained, snapshots to evaluate, matches done
     balance.py     Table 2's start-set balance
-    durations.py   iterations needed, the wall-time estimate, timings.json
+    durations.py   iterations needed, the in-run estimate line, timings.json
+    probe.py       the probe before training (estimate_run); match_probe.py its games
+    estimate.py    the timeline from the probe's measures, its printed block, estimate.json
     figures.py     Figs. 2-4, the heatmaps, results.md and results.json
 
-supervise.py and evaluator.py run as ``python -m``: this package does not import them.
+supervise.py, evaluator.py and match_probe.py run as ``python -m``: this package does not import them.
 """
 
+from az.reproduce import estimate
 from az.reproduce.balance import start_set_balance
 from az.reproduce.durations import format_duration, iterations_needed
 from az.reproduce.figures import draw_figures, plot_openings_by_variant, results_markdown

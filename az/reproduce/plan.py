@@ -80,8 +80,8 @@ def make_plan(preset: str, *, variants: str | None = None, **overrides) -> Plan:
     return Plan(preset=preset, variants=chosen, **settings)
 
 
-def load_or_save_plan(workdir: str, plan: Plan) -> Plan:
-    """The plan of ``workdir``: saved on the first run; a rerun must ask for the same."""
+def load_or_save_plan(workdir: str, plan: Plan, *, save: bool = True) -> Plan:
+    """The plan of ``workdir``: saved on the first run (with ``save``); a rerun must ask for the same."""
     path = os.path.join(workdir, "plan.json")
     wanted = dataclasses.asdict(plan)
     wanted["variants"] = list(plan.variants)
@@ -92,6 +92,8 @@ def load_or_save_plan(workdir: str, plan: Plan) -> Plan:
         if differing:
             raise ReproductionError(f"{workdir} holds a reproduction with other settings ({'; '.join(differing)}); "
                                     "rerun with the same options or use another --workdir")
+        return plan
+    if not save:
         return plan
     os.makedirs(workdir, exist_ok=True)
     with open(path + ".tmp", "w", encoding="utf-8") as f:

@@ -2,12 +2,13 @@
 beside them, and draws the figures once both are done. One runner per workdir at a time."""
 
 import fcntl
+import functools
 import os
 import signal
 import sys
 import time
 
-from az.reproduce import durations, figures, progress
+from az.reproduce import durations, figures, probe, progress
 from az.reproduce.children import Children, tail
 from az.reproduce.plan import (SMOKE_XLA_FLAGS, Plan, ReproductionError, load_or_save_plan, make_plan, opponent_name,
                                variant_config)
@@ -31,6 +32,15 @@ class Runner:
         self.estimated = False  # the whole reproduction's time is printed once
         self.timings = durations.Timings(os.path.join(workdir, "timings.json"))
 
+    @functools.cached_property
+    def shares(self) -> list[str | None]:
+        """What each side-by-side training may use (``device_shares``), asked once."""
+        return device_shares(self.parallel)
+
+    def evaluator_env(self) -> dict:
+        """The evaluator's (and its probe's): the CPU, whatever the trainers use."""
+        return dict(self.child_env(), JAX_PLATFORMS="cpu", CUDA_VISIBLE_DEVICES="")
+
     def child_env(self) -> dict:
         if self.plan.preset != "smoke":
             return dict(os.environ)
@@ -51,8 +61,9 @@ class Runner:
                                        budget_games=self.configs[variant].budget_games, variants_left=len(left),
                                        parallel=self.parallel)
 
-    def run(self) -> int:
-        """The whole reproduction, or as much as a signal lets it do; the exit status."""
+    def run(self, *, estimate_only: bool = False) -> int:
+        """The whole reproduction (or with ``estimate_only`` its estimate), or as much as a
+        signal lets it do; the exit status."""
         os.makedirs(self.workdir, exist_ok=True)
         lock = open(os.path.join(self.workdir, "runner.lock"), "w")
         try:
@@ -62,23 +73,24 @@ class Runner:
             raise ReproductionError(f"another reproduce.py is running in {self.workdir}") from None
         previous = {s: signal.signal(s, self.children.on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
-            return self._run()
+            return self._run(estimate_only)
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
             self.children.stop()
             lock.close()
 
-    def _run(self) -> int:
+    def _run(self, estimate_only: bool) -> int:
         plan = self.plan
         print(f"reproduction in {self.workdir}: {', '.join(plan.variants)} at preset {plan.preset!r}, "
               f"{self.parallel} at a time; evaluation {plan.points} snapshots each against "
               f"{plan.opponent} at {plan.simulations} simulations ({plan.games} games, "
               f"the final {plan.final_games})", flush=True)
-        eval_env = dict(self.child_env(), JAX_PLATFORMS="cpu", CUDA_VISIBLE_DEVICES="")
+        if not probe.estimate_run(self) or estimate_only:
+            return 0
         evaluator = self.children.spawn(["-m", "az.reproduce.evaluator", self.workdir],
                                         os.path.join(self.workdir, "eval.log"),
-                                        os.path.join(self.workdir, "eval.lock"), eval_env)
+                                        os.path.join(self.workdir, "eval.lock"), self.evaluator_env())
         if not self._train_all(evaluator):
             return 1
         if self.children.stopping:
@@ -97,7 +109,7 @@ class Runner:
     def _train_all(self, evaluator) -> bool:
         """Trains the variants not yet trained, ``parallel`` at a time, until all are or a
         signal stops the runner; False when one fails."""
-        shares = device_shares(self.parallel)
+        shares = list(self.shares)
         waiting = [v for v in self.plan.variants if not self.trained(v)]
         running: list[Training] = []
         evaluator_warned = False
@@ -150,10 +162,12 @@ class Runner:
         return False
 
 
-def run_reproduction(workdir: str, preset: str, *, parallel: int | None = None, **plan_options) -> int:
+def run_reproduction(workdir: str, preset: str, *, parallel: int | None = None, estimate_only: bool = False,
+                     **plan_options) -> int:
     """``reproduce.py``: the plan of ``preset`` with ``plan_options`` (make_plan's), run in
-    ``workdir``; the exit status. ReproductionError for a bad option or a run that cannot go on."""
+    ``workdir`` (or with ``estimate_only`` its estimate, which leaves no plan.json); the
+    exit status. ReproductionError for a bad option or a run that cannot go on."""
     plan = make_plan(preset, **plan_options)
     runner = Runner(workdir, plan, parallel=parallel)  # checks the opponent starts
-    load_or_save_plan(workdir, plan)
-    return runner.run()
+    load_or_save_plan(workdir, plan, save=not estimate_only)
+    return runner.run(estimate_only=estimate_only)

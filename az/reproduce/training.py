@@ -19,18 +19,10 @@ class Training:
         self.index = runner.plan.variants.index(variant)
         self.run_dir = runner.run_dir(variant)
         self.config = runner.configs[variant]
-        os.makedirs(self.run_dir, exist_ok=True)
-        shared_cache = os.path.join(self.run_dir, "jax_cache")
-        if not os.path.lexists(shared_cache):  # one cache for all variants: their common programs compile once
-            os.symlink(os.path.join("..", "jax_cache"), shared_cache)
-        preset = "" if runner.plan.preset == "paper" else f":{runner.plan.preset}"
-        env = runner.child_env() if share is None else dict(runner.child_env(), CUDA_VISIBLE_DEVICES=share)
         self.started = time.time()
         self.earlier_seconds = runner.timings.get(variant, 0.0)  # of the runner's earlier starts
         self.start_iteration = (workdir_lib.metrics_rows(self.run_dir) or [{"iteration": 0}])[-1]["iteration"]
-        self.child = runner.children.spawn(
-            ["train.py", f"--config=configs/{variant}.py{preset}", f"--workdir={self.run_dir}"],
-            os.path.join(self.run_dir, "train.log"), os.path.join(self.run_dir, "train.lock"), env)
+        self.child = spawn_train(runner, variant, self.run_dir, share)
         # The speed is measured from the first iteration after the one-off costs (the
         # compile, and the teacher probe's build at its first measurement).
         every = self.config.teacher.every_iterations
@@ -84,6 +76,20 @@ class Training:
         print(f"{self._label()} iteration {row['iteration']}, {min(row['games_finished'], budget)}/{budget} games, "
               f"{row['positions_per_second']:,.0f} positions/s, loss {loss}; {durations.format_duration(seconds_left)} "
               f"left of this variant | evaluation: {self.runner.evaluation_progress()}", flush=True)
+
+
+def spawn_train(runner, variant: str, run_dir: str, share: str | None, *extra_args: str):
+    """``train.py`` of ``variant`` at the plan's preset in ``run_dir`` (which reaches the
+    workdir's shared compilation cache), on the devices of ``share``; output in its train.log."""
+    os.makedirs(run_dir, exist_ok=True)
+    shared_cache = os.path.join(run_dir, "jax_cache")
+    if not os.path.lexists(shared_cache):  # one cache for all variants: their common programs compile once
+        os.symlink(os.path.relpath(os.path.join(runner.workdir, "jax_cache"), run_dir), shared_cache)
+    preset = "" if runner.plan.preset == "paper" else f":{runner.plan.preset}"
+    env = runner.child_env() if share is None else dict(runner.child_env(), CUDA_VISIBLE_DEVICES=share)
+    return runner.children.spawn(
+        ["train.py", f"--config=configs/{variant}.py{preset}", f"--workdir={run_dir}", *extra_args],
+        os.path.join(run_dir, "train.log"), os.path.join(run_dir, "train.lock"), env)
 
 
 def device_shares(parallel: int) -> list[str | None]:
