@@ -166,6 +166,7 @@ def load_snapshot(spec: str):
         raise SnapshotError(f"checkpoint {spec!r}: snapshot {where} has no config or no parameters; it is damaged "
                             "or not an azshogi snapshot")  # before orbax, which would also log a warning
     manager = ocp.CheckpointManager(snapshot_dir(workdir), item_names=SNAPSHOT_ITEMS)
+    _quiet_failed_reads()
     try:
         if os.path.isdir(os.path.join(where, "version")):
             stamp = manager.restore(step, args=ocp.args.Composite(version=ocp.args.JsonRestore()))["version"]
@@ -188,7 +189,6 @@ def load_snapshot(spec: str):
     except SnapshotError:
         raise
     except Exception as e:  # whatever a damaged or foreign snapshot makes orbax or flax raise
-        _drop_failed_reads()
         lines = str(e).strip().splitlines() or [""]
         detail = lines[0].split(" See full TensorStore details")[0][:200]  # not TensorStore's spec dump
         raise SnapshotError(f"checkpoint {spec!r}: snapshot {where} cannot be read ({type(e).__name__}: {detail}); "
@@ -198,11 +198,11 @@ def load_snapshot(spec: str):
     return config, params, step
 
 
-def _drop_failed_reads() -> None:
-    """Keeps the other reads of a damaged snapshot quiet once ``load_snapshot`` has reported
-    the damage in one line: orbax leaves them running, and they end in tracebacks on stderr
-    (coroutines raising when collected, tasks whose exception nobody retrieved, callbacks
-    into the closed event loop)."""
+def _quiet_failed_reads() -> None:
+    """Keeps the reads of a damaged snapshot quiet (``load_snapshot`` reports the damage in
+    one line): when one fails, orbax closes its event loop and leaves the others running,
+    and they end in tracebacks on stderr, before and after that line (coroutines raising
+    when collected, tasks whose exception nobody retrieved, callbacks into the closed loop)."""
     import logging
 
     previous = sys.unraisablehook
