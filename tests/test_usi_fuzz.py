@@ -104,12 +104,12 @@ def positions(draw, real: bool):
     elif how == "garbage":
         return _sent("position " + draw(st.text(max_size=40)))
     elif how == "long":  # an overlong line: a long legal game
-        start, moves = draw(legal_lines(max_moves=60 if real else 300))
+        start, moves = draw(legal_lines(max_moves=60 if real else 160))
     return _sent(position_text(start, moves))
 
 
-@st.composite
-def go_commands(draw, real: bool):
+@functools.cache  # strategies are built once: building them per draw costs more than the engine's work
+def go_commands(real: bool):
     nodes = st.sampled_from([2]) if real else st.integers(1, 8)
     ms = st.integers(0, 3000)
     valid = st.one_of(
@@ -132,11 +132,11 @@ def go_commands(draw, real: bool):
         st.lists(st.sampled_from(GARBAGE_WORDS + ["btime", "byoyomi", "ponder"]), max_size=5).map(
             lambda words: "go " + " ".join(words)),
     )
-    return _sent(draw(st.one_of(valid, malformed)))
+    return st.one_of(valid, malformed).map(_sent)
 
 
-@st.composite
-def setoptions(draw, real: bool, checkpoint: str):
+@functools.cache
+def setoptions(real: bool, checkpoint: str):
     simulations = [2] if real else [1, 4, 16, 800]
     draws = [0] if real else [0, 1, 300]
     ok = st.sampled_from(
@@ -146,7 +146,8 @@ def setoptions(draw, real: bool, checkpoint: str):
            "setoption name USI_Hash value 256", "setoption name Threads value 8", "setoption name USI_Ponder value true",
            f"setoption name Checkpoint value {checkpoint}", "setoption name CheckpointStep value latest",
            "setoption name CheckpointStep value 0", "setoption name Checkpoint value /nowhere/run",
-           "setoption name Checkpoint value <empty>", "setoption name CheckpointStep value 12"])
+           "setoption name Checkpoint value <empty>", "setoption name CheckpointStep value 12",
+           f"setoption name Checkpoint value {checkpoint}@²"])
     error = st.sampled_from(
         ["setoption name Simulations value many", "setoption name Simulations value 0",
          f"setoption name Simulations value {10**7}", f"setoption name Simulations value {'9' * 5000}",
@@ -155,10 +156,11 @@ def setoptions(draw, real: bool, checkpoint: str):
          "setoption Simulations 4", "setoption value 4", "setoption name Hash value 16",
          "setoption name  value 3", "setoption name Frobnicate"])
     anything = st.lists(st.sampled_from(GARBAGE_WORDS), max_size=5).map(lambda w: "setoption name " + " ".join(w))
-    return draw(st.one_of(ok.map(lambda t: _sent(t, "none")), error.map(lambda t: _sent(t, "error")),
-                          anything.map(_sent)))
+    return st.one_of(ok.map(lambda t: _sent(t, "none")), error.map(lambda t: _sent(t, "error")),
+                     anything.map(_sent))
 
 
+@functools.cache
 def other_commands(real: bool):
     raw_bytes = st.binary(max_size=60).map(lambda b: Command(b.replace(b"\n", b" ").replace(b"\r", b" ")))
     unknown = st.text(alphabet=st.characters(blacklist_characters="\n\r"), min_size=1, max_size=30)
@@ -188,7 +190,8 @@ def sequences(draw, real: bool, checkpoint: str):
 # What the engine must answer --------------------------------------------------------
 
 
-def judged_position(text: str) -> tuple[str, list[str]] | None:
+@functools.lru_cache(maxsize=4096)
+def judged_position(text: str) -> tuple[str, tuple[str, ...]] | None:
     """(SFEN, moves) of a ``position`` line (notation's parser; cshogi judges the moves),
     or None where it is malformed or illegal."""
     try:
@@ -196,11 +199,17 @@ def judged_position(text: str) -> tuple[str, list[str]] | None:
         notation.play_line(sfen, moves)
     except ValueError:
         return None
-    return sfen, moves
+    return sfen, tuple(moves)
 
 
 def board_of(position: tuple[str, list[str]]) -> cshogi.Board:
-    return notation.play_line(*position)[0]
+    """The board after a valid position (not to be changed: boards are shared)."""
+    return _board(position[0], tuple(position[1]))
+
+
+@functools.lru_cache(maxsize=4096)
+def _board(sfen: str, moves: tuple[str, ...]) -> cshogi.Board:
+    return notation.play_line(sfen, moves)[0]
 
 
 def check_reply(command: Command, reply: list[str]):
@@ -266,24 +275,42 @@ def _is_mate(words: list[str]) -> bool:
 
 
 def check_answers(gos: list[Go], answers: list[list[str]]):
-    """Each bestmove answers one go, in order (a go a gameover or the end of input dropped
-    may go unanswered), and is ``resign``, ``win`` or legal in that go's position; before
-    it only ``info`` lines, at most one of them an error."""
+    """Each bestmove answers one go (``resign``, ``win`` or a legal move in that go's
+    position), and each go is answered unless a gameover or the end of input dropped it;
+    before a bestmove only ``info`` lines, at most one of them an error.
+
+    Not in order: a go whose clock armed a host fallback may answer before an earlier go
+    still searching (``test_usi_fuzz__answers_come_in_the_order_of_the_gos``)."""
     for answer in answers:
         assert answer[-1].startswith("bestmove ") and len(answer[-1].split()) == 2, answer
         assert all(line.startswith("info ") for line in answer[:-1]), answer
         assert sum(line.startswith("info string error") for line in answer) <= 1, answer
     moves = [answer[-1].split()[1] for answer in answers]
+    fits = [[_answers(go, move) for go in gos] for move in moves]  # [answer][go]
+    owed = [j for j, go in enumerate(gos) if not go.may_go_unanswered]
+    # A matching that covers every answer and one that covers every owed go: then one covers
+    # both (Mendelsohn-Dulmage).
+    assert _matched(range(len(moves)), lambda i: [j for j in range(len(gos)) if fits[i][j]]) == len(moves), (
+        f"bestmoves {moves} do not answer the searches {gos} one each")
+    assert _matched(owed, lambda j: [i for i in range(len(moves)) if fits[i][j]]) == len(owed), (
+        f"searches {gos} left unanswered by {moves}")
 
-    @functools.cache
-    def matches(i: int, j: int) -> bool:  # moves[i:] answer gos[j:]
-        if i == len(moves):
-            return all(go.may_go_unanswered for go in gos[j:])
-        if j == len(gos):
-            return False
-        return (gos[j].may_go_unanswered and matches(i, j + 1)) or (_answers(gos[j], moves[i]) and matches(i + 1, j + 1))
 
-    assert matches(0, 0), f"bestmoves {moves} do not answer the searches {gos} one each, in order"
+def _matched(left, edges) -> int:
+    """The size of a largest bipartite matching of ``left`` (``edges(x)``: its neighbours),
+    by augmenting paths."""
+    partner = {}
+
+    def augment(x, seen) -> bool:
+        for y in edges(x):
+            if y not in seen:
+                seen.add(y)
+                if y not in partner or augment(partner[y], seen):
+                    partner[y] = x
+                    return True
+        return False
+
+    return sum(augment(x, set()) for x in left)
 
 
 def _answers(go: Go, move: str) -> bool:
@@ -384,7 +411,11 @@ class StubModel:
         self._check_size(n)
         self.prepared_sizes.add(n)
 
+    delay_s = 0.0  # the next search's time
+
     def analyse(self, n, state):
+        delay, self.delay_s = self.delay_s, 0.0
+        time.sleep(delay)
         if not self.prepared_sizes:
             self.violations.append(f"a search of {n} simulations before isready prepared one")
         self._check_size(n)
@@ -526,6 +557,28 @@ def test_usi_fuzz__the_command_loop_survives_any_sequence(data, stub_checkpoint,
     if probed:
         assert answers and answers[-1][-1] != "bestmove resign", answers[-1:]
         assert _answers(Go(probe), answers[-1][-1].split()[1]), (probe, answers[-1])
+
+
+@pytest.mark.xfail(strict=True, reason="engine: a timed go's host fallback (moves.arm) answers as soon as the next "
+                   "go asks, before an earlier go still searching has answered; reported to the engine's owner")
+def test_usi_fuzz__answers_come_in_the_order_of_the_gos(stub_checkpoint, monkeypatch):
+    """Three gos sent at once (a client that does not wait for bestmove): the first still
+    searches when the third arrives; the bestmoves must still come first, second, third."""
+    stub, stream = StubModel(), RecordingStream()
+    monkeypatch.setattr(engine_lib, "_model", lambda: stub)
+    engine = engine_lib.Engine(stub_checkpoint, 4, 0, protocol.Output(stream), "")
+    for text in ("isready", "position startpos"):
+        engine.handle(text)
+    stub.delay_s = 0.5
+    for text in ("go nodes 3", "position startpos moves 7g7f", "go byoyomi 5000", "go nodes 3"):
+        engine.handle(text)
+    deadline = time.monotonic() + 10
+    while len(answers := [group_lines(t) for _, _, t in list(stream.groups) if "bestmove" in t]) < 3:
+        assert time.monotonic() < deadline, answers
+        time.sleep(0.01)
+    engine.close()
+    first = answers[0][-1].split()[1]
+    assert _answers(Go((notation.STARTPOS_SFEN, [])), first), f"the second go answered first: {answers}"
 
 
 # The command loop's own input and output (``engine.main``: bytes, line ends, EOF) --------
