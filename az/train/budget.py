@@ -48,13 +48,14 @@ def games_for(seconds_left: float, positions_per_second: float, *, plies_per_gam
 
 
 def learning_state(trainer: trainer_lib.Trainer) -> trainer_lib.TrainState:
-    """A fresh state whose replay counts every row as a position with a value target, so
-    that each iteration from it runs its K learner steps at the cost they have in a run
-    (the rows' contents do not change what a step costs). For timing only."""
+    """A fresh state whose replay rows are all played positions, each a game of its own
+    that has ended, so that labelling gives every one a value target and each iteration
+    from it runs its K learner steps at the cost they have in a run (the rows' contents do
+    not change what a step costs). For timing only."""
     state = trainer.init()
-    replay = state.replay._replace(filled=jnp.ones_like(state.replay.filled),
-                                   value_known=jnp.ones_like(state.replay.value_known))
-    return state._replace(replay=replay)
+    every = jnp.ones_like(state.replay.filled)
+    plies = state.replay.plies._replace(starts_game=every, ends_game=every)
+    return state._replace(replay=state.replay._replace(plies=plies, filled=every))
 
 
 def probe(trainer: trainer_lib.Trainer) -> float:
