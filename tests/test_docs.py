@@ -180,16 +180,19 @@ def smoke_size(command: str) -> list[str] | None:
         out += ["--concurrency", "2"]  # a search batch of 2, not the default 8, at the sandbox's -O0
     if plays and "--simulations" not in out:
         out += ["--simulations", "2"]  # not the default 800
-    if entry == "az.play.report" and out[3] == "balance" and "--positions" not in out:
+    if entry == "az.play.report" and out[3] in ("balance", "teacher") and "--positions" not in out:
         out += ["--positions", "2"]
     return out
 
 
-def _train_workdirs(argv: list[str], n: int) -> list[str]:
-    """A training command gets a fresh workdir of its own: two documented commands train
-    runs/base with different overrides, which a shared folder would refuse to resume."""
-    i = argv.index("--workdir")
-    return argv[:i + 1] + [f"runs/_train{n}"] + argv[i + 2:]
+def _fresh_folder(argv: list[str], option: str, folder: str) -> list[str]:
+    """The command with a fresh folder of its own after ``option``: two documented commands
+    train runs/base with different overrides, which a shared workdir would refuse to
+    resume, and a match may not overwrite the one the sandbox played for ``report losses``."""
+    if option not in argv:
+        return argv
+    i = argv.index(option)
+    return argv[:i + 1] + [folder] + argv[i + 2:]
 
 
 RUNNABLE = []
@@ -293,7 +296,9 @@ def test_documented_command_runs_at_smoke_size(doc, command, argv, sandbox, fair
     root, env = sandbox
     n = RUNNABLE.index((doc, command, argv))
     if argv[1] == "train.py":
-        argv = _train_workdirs(argv, n)
+        argv = _fresh_folder(argv, "--workdir", f"runs/_train{n}")
+    if argv[1] == "eval.py":
+        argv = _fresh_folder(argv, "--out", f"eval/_match{n}")
     if argv[1:3] == ["-m", "az.play.engine"]:
         move = _run_engine(argv, root, env)
         assert re.fullmatch(r"[1-9][a-i][1-9][a-i]\+?|[PLNSGBR]\*[1-9][a-i]|resign|win", move), move
