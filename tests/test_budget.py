@@ -69,3 +69,13 @@ def test_sizes__the_proxy_is_the_gpu_recipe_with_fewer_games_and_a_smaller_netwo
         assert rows == 512 and rows >= 2 * c.env.max_length
         assert config_lib.steps_per_iteration(c) * c.learner.batch_size == c.selfplay.num_games * 16
     assert (gpu.selfplay.num_games, cpu.selfplay.num_games) == (2048, 64)
+
+
+def test_learning_state__labelling_leaves_every_row_a_target():
+    """The probe's state: the iteration relabels the replay from game ends, and every row
+    must keep its target there, or the probe would time iterations that skip the learner."""
+    config = default.get_config("smoke")
+    config.replay.min_positions = config.replay.capacity  # learning needs every row
+    trainer = trainer_lib.make_trainer(config, trainer_lib.make_mesh())
+    labelled = trainer.relabel(budget_lib.learning_state(trainer).replay)
+    assert bool(labelled.value_known.all())
