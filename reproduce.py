@@ -13,18 +13,18 @@ import sys
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] + " " + __doc__.splitlines()[1])
-    p.add_argument("--preset", required=True, help="training preset of every variant: paper, gpu, cpu or smoke")
-    p.add_argument("--workdir", required=True, help="one folder for the runs, matches and figures; resumes from it")
+    p.add_argument("--preset", required=True, help="training preset of every variant: paper, gpu, cpu or smoke.")
+    p.add_argument("--workdir", required=True, help="one folder for the runs, matches and figures; resumes from it.")
     p.add_argument("--variants", default=None,
                    help="comma-separated subset (default all six: base, exploration_puct, exploration_sh, "
                         "randomstart2, shogi816k, shogi816k_randomstart2)")
     p.add_argument("--opponent", default=None, help="the reference (a player spec as eval.py's; default per preset)")
-    p.add_argument("--simulations", type=int, default=None, help="our search's simulations per move in evaluation")
-    p.add_argument("--games", type=int, default=None, help="games per evaluated snapshot")
+    p.add_argument("--simulations", type=int, default=None, help="our search's simulations per move in evaluation.")
+    p.add_argument("--games", type=int, default=None, help="games per evaluated snapshot.")
     p.add_argument("--final-games", type=int, default=None, help="games of each variant's final snapshot (Fig. 3)")
     p.add_argument("--points", type=int, default=None, help="snapshots evaluated per variant (>= 2)")
     p.add_argument("--balance-positions", type=int, default=None, help="positions per start set in Table 2 (0: none)")
-    p.add_argument("--concurrency", type=int, default=None, help="evaluation games played at once")
+    p.add_argument("--concurrency", type=int, default=None, help="evaluation games played at once.")
     p.add_argument("--parallel", type=int, default=None,
                    help="variants trained at once, each on an equal share of the GPUs (default 1: one after "
                         "another on all devices)")

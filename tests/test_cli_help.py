@@ -57,8 +57,6 @@ def option_problems(parser: argparse.ArgumentParser, name: str) -> list[str]:
 
 
 NOT_YET = {  # files other engineers hold at the moment; the sentences to add are in the reasons
-    "reproduce.py": "reproduce.py is being edited elsewhere: its --preset, --workdir, --simulations, --games and "
-                    "--concurrency helps need a full stop",
     "-m az.play.engine": "az/play/engine/engine.py is being reworked elsewhere: --simulations 'default of the "
                          "Simulations option.' and --network_delay 'ms kept back from every time budget.'",
 }
