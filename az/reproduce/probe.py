@@ -80,7 +80,7 @@ def probe_evaluation(runner, snapshot: str) -> estimate.EvaluationProbe | None:
     scratch = _fresh(os.path.join(probe_root(runner.workdir), "eval"))
     balance_due = plan.opponent.startswith("usi:") and not os.path.exists(os.path.join(runner.workdir, "balance.json"))
     request = {"snapshot": snapshot, "opponent": plan.opponent, "simulations": plan.simulations,
-               "concurrency": plan.concurrency, "games": max(1, min(plan.games, plan.concurrency)),
+               "concurrency": plan.concurrency, "games": min(plan.games, max(2, plan.concurrency)),
                "seconds": PROBE_GAME_SECONDS, "balance_positions": plan.balance_positions if balance_due else 0,
                "out_dir": os.path.join(scratch, "match"), "cache": os.path.join(runner.workdir, "jax_cache"),
                "result": os.path.join(scratch, "result.json")}
@@ -147,6 +147,7 @@ def estimate_run(runner) -> bool:
               f"{os.path.join(probe_root(runner.workdir), variant)}", flush=True)
         probed = probe_training(runner, variant, runner.shares[0])
         if probed is None:
+            print("stopped during the probe: nothing was trained; run the same command again", flush=True)
             return False
         measured, backend = probed
         trainings.append(measured)
