@@ -173,7 +173,7 @@ def ladder_table(ratings: dict[str, elo_lib.Rating]) -> str:
 
 def plot_ladder(ratings: dict[str, elo_lib.Rating], rungs: list[str], path: str) -> None:
     """Each run's snapshots over training games (steps where a run logged no metrics), with
-    95% intervals, and the rungs as horizontal lines."""
+    95% intervals, and the rungs as horizontal lines (their intervals shaded)."""
     runs = {}
     for name, rating in ratings.items():
         if (m := SNAPSHOT_NAME.fullmatch(name)):
@@ -192,6 +192,7 @@ def plot_ladder(ratings: dict[str, elo_lib.Rating], rungs: list[str], path: str)
     for name in (rung_name(r) for r in rungs):
         if name in ratings:
             ax.axhline(ratings[name].elo, color="gray", ls="--", lw=1)
+            ax.axhspan(ratings[name].low, ratings[name].high, color="gray", alpha=0.08, lw=0)
             ax.annotate(f"{name} {ratings[name].elo:+.0f}", (1.0, ratings[name].elo),
                         xycoords=("axes fraction", "data"), xytext=(4, 0), textcoords="offset points", va="center",
                         fontsize=7)
