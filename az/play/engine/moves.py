@@ -14,6 +14,7 @@ import time
 from az.play.engine import clock
 from az.play.engine.protocol import Answer
 
+POLICY_GRACE_S = 0.25  # the watchdog waits at least this long for the policy's move
 HOST_FALLBACK_NOTE = "info string search unfinished: the first legal move (no program ready)"
 
 
@@ -44,8 +45,9 @@ def arm(engine, job, model_module) -> None:
     seconds = seconds_left(engine, job)
     if seconds is None:
         return
-    # No less than the policy's move takes: with no time left (byoyomi 0) it still answers.
-    job.set_deadline(max(seconds, model.speed.estimate(0) if model.speed is not None else 0.0))
+    # Time for the policy's move at least: with no time left (byoyomi 0) it still answers.
+    policy_s = 2 * model.speed.estimate(0) if model.speed is not None else 0.0
+    job.set_deadline(max(seconds, policy_s, POLICY_GRACE_S))
     fallback = model_module().first_legal_answer(job.position.state)
     if fallback is not None:
         job.store(fallback=fallback, fallback_note=HOST_FALLBACK_NOTE)
