@@ -708,11 +708,16 @@ def test_usi_fuzz__the_engine_process_survives_any_sequence(data, real_engine, w
     if not any(True for _ in board_of(probe).legal_moves) or board_of(probe).is_nyugyoku():
         probe = (notation.STARTPOS_SFEN, [])
     real_engine.drain()
+    # The process goes on from the previous sequence: its searches end and its position is
+    # set before this one starts.
+    for text in ("stop", "isready", "position startpos"):
+        check_reply(_sent(text), send_and_read(real_engine, _sent(text))[0])
+    commands = [_sent("position startpos")] + commands  # already sent: what the gos start from
     tail = ["stop", f"setoption name Checkpoint value {workdir}", "setoption name CheckpointStep value latest",
             "isready", position_text(*probe), "go nodes 2"]
     sent = commands + [_sent(text) for text in tail]
     answers = []
-    for command in sent[:-1]:
+    for command in sent[1:-1]:
         reply, answered = send_and_read(real_engine, command)
         check_reply(command, reply)
         answers += answered
