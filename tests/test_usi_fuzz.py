@@ -12,8 +12,12 @@ line, and every ``bestmove`` must be legal in the position of the ``go`` it answ
 Fast: the command loop (``az.play.engine.engine``) with a stub model (``StubModel``, no
 JAX: positions through cshogi) that checks what it is asked: no search before
 ``isready`` prepared it, only positions a ``position`` command set and that have a
-legal move, simulation counts within the protocol's bounds. Slow: the real engine
-process on a smoke snapshot (Simulations 2), through the same checks.
+legal move, simulation counts within the protocol's bounds; 500 sequences through
+``Engine.handle``, 50 as bytes through ``main``'s own stdin (any line ends, EOF in the
+middle of a line). Slow: the real engine process on a smoke snapshot (Simulations 2),
+50 sequences through the same checks, a barrier command after each line to tell its
+reply. The stub stands for ``az.play.engine.model``: it follows that module's interface
+(``parse_position``, ``Model``, ``first_legal_answer``...), and changes there show here.
 """
 
 import dataclasses
