@@ -4,6 +4,7 @@ start, and a resumed run keeps it (az/train/budget.py)."""
 import json
 import os
 
+import jax
 import pytest
 
 from az.train import budget as budget_lib
@@ -77,5 +78,8 @@ def test_learning_state__labelling_leaves_every_row_a_target():
     config = default.get_config("smoke")
     config.replay.min_positions = config.replay.capacity  # learning needs every row
     trainer = trainer_lib.make_trainer(config, trainer_lib.make_mesh())
-    labelled = trainer.relabel(budget_lib.learning_state(trainer).replay)
+    state = budget_lib.learning_state(trainer)
+    labelled = trainer.relabel(state.replay)
     assert bool(labelled.value_known.all())
+    leaves = jax.tree.leaves(state)  # the iteration donates them: no buffer twice
+    assert len({leaf.unsafe_buffer_pointer() for leaf in leaves}) == len(leaves)

@@ -53,9 +53,10 @@ def learning_state(trainer: trainer_lib.Trainer) -> trainer_lib.TrainState:
     from it runs its K learner steps at the cost they have in a run (the rows' contents do
     not change what a step costs). For timing only."""
     state = trainer.init()
-    every = jnp.ones_like(state.replay.filled)
-    plies = state.replay.plies._replace(starts_game=every, ends_game=every)
-    return state._replace(replay=state.replay._replace(plies=plies, filled=every))
+    every = state.replay.filled
+    plies = state.replay.plies._replace(starts_game=jnp.ones_like(every), ends_game=jnp.ones_like(every))
+    return state._replace(replay=state.replay._replace(plies=plies, filled=jnp.ones_like(every)))  # three
+    # buffers, not one: the iteration donates its input, and a buffer may be donated once
 
 
 def probe(trainer: trainer_lib.Trainer) -> float:
