@@ -153,6 +153,10 @@ def smoke_size(command: str) -> list[str] | None:
         if word == "--steps":
             i += 2  # every saved snapshot of the smoke run
             continue
+        if word == "--budget_minutes":
+            out += [word, "0.05"]  # less than the compile: a budget of one game
+            i += 2
+            continue
         if word == "--concurrency":
             out += [word, "2"]
             i += 2
