@@ -211,10 +211,10 @@ def _probe(variant: str, iterations: int, *, done: int = 0) -> "reproduce.estima
 
 def test_estimate__timeline_of_trainings_side_by_side_and_the_evaluator_beside():
     """Two variants of 100 s (10 s to start, 90 iterations of 1 s); the evaluator needs
-    25 s to start and compile, then 5 s a game (50 plies at 10 plies/s); 2 points of
-    2 games, the final of 4."""
+    25 s to start (its compile, which the probe paid, is not counted), then 5 s a game
+    (50 plies at 10 plies/s); 2 points of 2 games, the final of 4."""
     estimate = reproduce.estimate
-    evaluation = estimate.EvaluationProbe(startup_seconds=5.0, compile_seconds=20.0, plies_per_second=10.0,
+    evaluation = estimate.EvaluationProbe(startup_seconds=25.0, compile_seconds=20.0, plies_per_second=10.0,
                                           plies_per_game=50.0, games_finished=1, match_overhead_seconds=0.0,
                                           balance_seconds=0.0, probe_seconds=30.0)
     trainings = [_probe("base", 90), _probe("shogi816k", 90)]
@@ -223,7 +223,7 @@ def test_estimate__timeline_of_trainings_side_by_side_and_the_evaluator_beside()
                                                                 ("shogi816k", 0, 2), ("shogi816k", 1, 4)]
     # One at a time: base 0-100, shogi816k 100-200. The evaluator plays base@0 at 25-35,
     # base's final at 100-120, shogi816k@0 (saved at 110) at 120-130, its final at 200-220.
-    one = estimate.forecast(trainings, evaluation, matches, points=2, parallel=1)
+    one = estimate.forecast(trainings, evaluation, matches, points=2, parallel=1)  # the compiles not counted
     assert one.spans == {"base": (0.0, 100.0), "shogi816k": (100.0, 200.0)}
     assert (one.training_seconds, one.evaluation_seconds, one.total_seconds) == (200.0, 85.0, 220.0)
     assert (one.matches, one.games) == (4, 12)
@@ -326,3 +326,16 @@ def test_smoke_reproduction_two_variants_at_once(tmp_path):
     for name in ("fig2_elo.png", "fig2_teacher.png", "fig3_openings.png", "fig4_balance.png", "heatmaps.png"):
         assert (workdir / "figures" / name).stat().st_size > 1000, name
     assert "| exploration_sh |" in (workdir / "results.md").read_text()
+
+
+def test_probe__reads_xla_compile_seconds_from_its_log(tmp_path):
+    """The probe runs with JAX_LOG_COMPILES=1: XLA's compiles (which the cache saves) are
+    summed apart from tracing (which every start pays again)."""
+    from az.reproduce import probe
+
+    log = tmp_path / "train.log"
+    log.write_text("devices: 1 x cpu (1 process(es))\n"
+                   "W1202 dispatch.py:1] Finished tracing iteration for jit in 9.000000000 sec\n"
+                   "W1202 pxla.py:1] Finished XLA compilation of jit(iteration) in 51.250000000 sec\n"
+                   "W1202 pxla.py:1] Finished XLA compilation of jit(init) in 2.500000000 sec\n")
+    assert probe.xla_compile_seconds(str(log)) == 53.75

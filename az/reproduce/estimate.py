@@ -23,8 +23,8 @@ class TrainingProbe:
     """One variant's probe: a few iterations of its real config in a scratch workdir."""
 
     variant: str
-    startup_seconds: float  # process start, init and saves: the probe's wall time less its iterations
-    compile_seconds: float  # the first iteration's excess over a steady one; paid once, then cached
+    startup_seconds: float  # process start, tracing, init, saves: all of the probe but XLA's compiles and iterations
+    compile_seconds: float  # XLA's compiles: paid once by the probe, then read from the cache
     iteration_seconds: float  # a steady iteration, with its share of the teacher probe
     iterations_needed: int  # to spend the game budget (durations.iterations_needed)
     iterations_done: int  # trained already (a resumed run)
@@ -40,8 +40,8 @@ class TrainingProbe:
 class EvaluationProbe:
     """The evaluator's probe: a few games of a step-0 snapshot against the reference."""
 
-    startup_seconds: float  # process start, the engine, loading the snapshot
-    compile_seconds: float  # the search's compile, before the first move; paid once, then cached
+    startup_seconds: float  # process start, the engine, loading the snapshot, tracing the search
+    compile_seconds: float  # XLA's compile of the search: paid once by the probe, then read from the cache
     plies_per_second: float  # both sides' moves, ``concurrency`` games at once
     plies_per_game: float  # of the games that finished, else the planning length
     games_finished: int  # of those the probe played
@@ -61,7 +61,7 @@ class PendingMatch(NamedTuple):
 
 class Forecast(NamedTuple):
     training_seconds: float  # until the last variant is trained
-    evaluation_seconds: float  # the evaluator's busy time: Table 2, compile, matches
+    evaluation_seconds: float  # the evaluator's busy time: its start, Table 2, matches
     total_seconds: float  # until the last match is played
     spans: dict  # variant -> (start, end) of its training
     matches: int
@@ -105,7 +105,7 @@ def forecast(trainings: list[TrainingProbe], evaluation: EvaluationProbe | None,
         return start + t.startup_seconds + max(0.0, iteration - t.iterations_done) * t.iteration_seconds
 
     queue = sorted(((ready_at(m), i, m) for i, m in enumerate(matches)), key=lambda r: r[1])
-    busy = evaluation.startup_seconds + evaluation.balance_seconds + evaluation.compile_seconds
+    busy = evaluation.startup_seconds + evaluation.balance_seconds  # the compile: read from the probe's cache
     clock = busy
     while queue:
         ready = [r for r in queue if r[0] <= clock]

@@ -8,6 +8,7 @@ compile earlier rather than doing it twice.
 
 import json
 import os
+import re
 import shutil
 import time
 
@@ -41,7 +42,8 @@ def probe_training(runner, variant: str, share: str | None) -> tuple[estimate.Tr
     config in ``probe/VARIANT``; None when a signal stopped the runner."""
     scratch = _fresh(os.path.join(probe_root(runner.workdir), variant))
     started = time.time()
-    child = spawn_train(runner, variant, scratch, share, f"--max_iterations={PROBE_ITERATIONS}")
+    child = spawn_train(runner, variant, scratch, share, f"--max_iterations={PROBE_ITERATIONS}",
+                        extra_env={"JAX_LOG_COMPILES": "1"})  # XLA's compile times, which the cache saves
     child.wait()
     wall = time.time() - started
     log = os.path.join(scratch, "train.log")
@@ -56,12 +58,21 @@ def probe_training(runner, variant: str, share: str | None) -> tuple[estimate.Tr
     every = config.teacher.every_iterations
     iteration = estimate.steady(seconds[1:]) + (teacher[-1] / every if teacher and every > 0 else 0.0)
     own = workdir_lib.metrics_rows(runner.run_dir(variant))  # a resumed run's own measure of game lengths
+    # A real start reads XLA's compiles from the cache the probe filled, but traces and
+    # lowers its programs again: all of the probe but those compiles and the steady iterations.
+    compiled = xla_compile_seconds(log)
     measured = estimate.TrainingProbe(
-        variant=variant, startup_seconds=max(0.0, wall - sum(seconds) - sum(teacher)),
-        compile_seconds=max(0.0, seconds[0] - estimate.steady(seconds[1:])), iteration_seconds=iteration,
+        variant=variant, startup_seconds=max(0.0, wall - compiled - (len(rows) - 1) * iteration),
+        compile_seconds=compiled, iteration_seconds=iteration,
         iterations_needed=durations.iterations_needed(config, own or rows),
         iterations_done=own[-1]["iteration"] if own else 0, probe_seconds=wall)
     return measured, _backend(log)
+
+
+def xla_compile_seconds(log: str) -> float:
+    """XLA's compile seconds in a log of a process run with ``JAX_LOG_COMPILES=1``."""
+    with open(log, encoding="utf-8", errors="replace") as f:
+        return sum(float(m.group(1)) for m in re.finditer(r"Finished XLA compilation of .* in ([0-9.]+) sec", f.read()))
 
 
 def _backend(log: str) -> str:
@@ -89,7 +100,8 @@ def probe_evaluation(runner, snapshot: str) -> estimate.EvaluationProbe | None:
     log = os.path.join(probe_root(runner.workdir), "eval.log")
     started = time.time()
     child = runner.children.spawn(["-m", "az.reproduce.match_probe", os.path.join(scratch, "request.json")], log,
-                                  os.path.join(scratch, "probe.lock"), runner.evaluator_env())
+                                  os.path.join(scratch, "probe.lock"),
+                                  dict(runner.evaluator_env(), JAX_LOG_COMPILES="1"))
     child.wait()
     wall = time.time() - started
     if runner.children.stopping:
@@ -103,9 +115,10 @@ def probe_evaluation(runner, snapshot: str) -> estimate.EvaluationProbe | None:
     plies_per_game = sum(finished) / len(finished) if finished else durations.PLANNING_PLIES
     balance_seconds = measured["balance_wave_seconds"] * len(BALANCE_STARTS) * estimate.waves(
         plan.balance_positions, plan.concurrency)
-    return estimate.EvaluationProbe(
-        startup_seconds=max(0.0, wall - measured["seconds"]) + measured["load_seconds"],
-        compile_seconds=measured["compile_seconds"], plies_per_second=measured["plies"] / measured["play_seconds"],
+    compiled = xla_compile_seconds(log)
+    return estimate.EvaluationProbe(  # as for training, a real start traces again but reads XLA's compiles
+        startup_seconds=max(0.0, wall - measured["seconds"]) + measured["load_seconds"] + max(
+            0.0, measured["compile_seconds"] - compiled), compile_seconds=compiled, plies_per_second=measured["plies"] / measured["play_seconds"],
         plies_per_game=plies_per_game, games_finished=len(finished),
         match_overhead_seconds=measured["load_seconds"], balance_seconds=balance_seconds, probe_seconds=wall)
 

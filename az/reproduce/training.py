@@ -78,7 +78,7 @@ class Training:
               f"left of this variant | evaluation: {self.runner.evaluation_progress()}", flush=True)
 
 
-def spawn_train(runner, variant: str, run_dir: str, share: str | None, *extra_args: str):
+def spawn_train(runner, variant: str, run_dir: str, share: str | None, *extra_args: str, extra_env=None):
     """``train.py`` of ``variant`` at the plan's preset in ``run_dir`` (which reaches the
     workdir's shared compilation cache), on the devices of ``share``; output in its train.log."""
     os.makedirs(run_dir, exist_ok=True)
@@ -87,6 +87,7 @@ def spawn_train(runner, variant: str, run_dir: str, share: str | None, *extra_ar
         os.symlink(os.path.relpath(os.path.join(runner.workdir, "jax_cache"), run_dir), shared_cache)
     preset = "" if runner.plan.preset == "paper" else f":{runner.plan.preset}"
     env = runner.child_env() if share is None else dict(runner.child_env(), CUDA_VISIBLE_DEVICES=share)
+    env.update(extra_env or {})
     return runner.children.spawn(
         ["train.py", f"--config=configs/{variant}.py{preset}", f"--workdir={run_dir}", *extra_args],
         os.path.join(run_dir, "train.log"), os.path.join(run_dir, "train.lock"), env)
