@@ -116,9 +116,10 @@ def probe_evaluation(runner, snapshot: str) -> estimate.EvaluationProbe | None:
     balance_seconds = measured["balance_wave_seconds"] * len(BALANCE_STARTS) * estimate.waves(
         plan.balance_positions, plan.concurrency)
     compiled = xla_compile_seconds(log)
-    return estimate.EvaluationProbe(  # as for training, a real start traces again but reads XLA's compiles
-        startup_seconds=max(0.0, wall - measured["seconds"]) + measured["load_seconds"] + max(
-            0.0, measured["compile_seconds"] - compiled), compile_seconds=compiled, plies_per_second=measured["plies"] / measured["play_seconds"],
+    tracing = max(0.0, measured["compile_seconds"] - compiled)  # before the first move, paid by every start
+    return estimate.EvaluationProbe(
+        startup_seconds=max(0.0, wall - measured["seconds"]) + measured["load_seconds"] + tracing,
+        compile_seconds=compiled, plies_per_second=measured["plies"] / measured["play_seconds"],
         plies_per_game=plies_per_game, games_finished=len(finished),
         match_overhead_seconds=measured["load_seconds"], balance_seconds=balance_seconds, probe_seconds=wall)
 
