@@ -93,11 +93,11 @@ def test_ladder__fits_recorded_matches_and_writes_the_plot_table_and_json(tmp_pa
     _record(recorded / "nested" / "c", f"{run}@10 n=16", "greedy", "w" * 6 + "d" * 2 + "l" * 12)
     _record(recorded / "nested" / "d", f"{run}@20 n=16", "heuristic d1", "w" * 9 + "d" * 2 + "l" * 9)
     settings = ladder_lib.LadderSettings(str(tmp_path / "none_played"), None, None, 16)
-    out = tmp_path / "ladder.png"
+    out = tmp_path / "new_folder" / "ladder.png"
     summary = ladder_lib.ladder([], list(ladder_lib.DEFAULT_RUNGS), settings, recorded=[str(recorded)], play=False,
                                 path=str(out))
     assert out.stat().st_size > 5000
-    saved = json.loads((tmp_path / "ladder.json").read_text())
+    saved = json.loads((tmp_path / "new_folder" / "ladder.json").read_text())
     assert saved["ratings"] == json.loads(json.dumps(summary["ratings"]))
     ratings = summary["ratings"]
     assert ratings["random"]["elo"] == 0.0

@@ -218,6 +218,7 @@ def ladder(snapshot_specs: list[str], rungs: list[str], settings: LadderSettings
     if not results:
         raise ValueError("no games to rate: play the ladder or pass --matches folders")
     ratings = elo_lib.fit_ratings(results)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     plot_ladder(ratings, rungs, path)
     summary = {"ratings": {name: r._asdict() for name, r in ratings.items()},
                "matches": [r._asdict() for r in results], "anchor": "random",
