@@ -144,7 +144,7 @@ class Engine:
         elif key == "checkpointstep":
             if value.lower() in ("", "latest", "<empty>"):
                 self.step_option = "latest"
-            elif value.isdigit():
+            elif value.isascii() and value.isdigit():
                 self.step_option = str(int(value))
             else:
                 raise ValueError(f"option CheckpointStep: {value!r} is neither 'latest' nor a step number")
@@ -361,10 +361,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--depth", type=int, choices=(1, 2), default=None, help="the heuristic's search depth (default 1)"
     )
     parser.add_argument(
-        "--simulations", type=int, default=DEFAULT_SIMULATIONS, help="default of the Simulations option"
+        "--simulations", type=int, default=DEFAULT_SIMULATIONS, help="default of the Simulations option."
     )
     parser.add_argument(
-        "--network_delay", type=int, default=DEFAULT_NETWORK_DELAY_MS, help="ms kept back from every time budget"
+        "--network_delay", type=int, default=DEFAULT_NETWORK_DELAY_MS, help="ms kept back from every time budget."
     )
     parser.add_argument(
         "--compilation_cache",

@@ -34,8 +34,13 @@ class Job:
         self.finished = threading.Event()
         self.timer: threading.Timer | None = None
         self.thread: threading.Thread | None = None
+        # Answers go out in the order of the gos: this one waits for the one before it.
+        self.previous: "Job | None" = None
+        self.next: "Job | None" = None
 
     def start(self, previous: "Job | None"):
+        if previous is not None and not previous.answered:
+            self.previous, previous.next = previous, self
         self.thread = threading.Thread(target=self._run, args=(previous,), daemon=True, name="azshogi-go")
         self.thread.start()
 
@@ -60,6 +65,7 @@ class Job:
                 if self.result is None and self.fallback is None:
                     self.fallback = Answer("resign", ["info string error: no move found"])
                 self._try_emit()
+            self._let_next_answer()
 
     def set_deadline(self, seconds_from_now: float):
         if self.timer is not None:
@@ -76,21 +82,34 @@ class Job:
             if result is not None:
                 self.result = result
             self._try_emit()
+        self._let_next_answer()
 
     def request_answer(self):
         with self.lock:
             self.answer_requested = True
             self._try_emit()
+        self._let_next_answer()
 
     def cancel(self):
         with self.lock:
             self.answered = True
         if self.timer is not None:
             self.timer.cancel()
+        self._let_next_answer()
+
+    def _let_next_answer(self):
+        """Once this one has answered, the next go's answer may go out (outside this lock)."""
+        successor = self.next
+        if self.answered and successor is not None:
+            with successor.lock:
+                successor._try_emit()
+            successor._let_next_answer()
 
     def _try_emit(self):  # self.lock held
         if self.answered or not self.answer_requested:
             return
+        if self.previous is not None and not self.previous.answered:
+            return  # emitted when the previous go has answered
         best = self.result or self.fallback
         if best is None:
             return  # emitted as soon as the thread stores something
