@@ -76,7 +76,7 @@ class Programs:
         self._built: dict = {}  # shape -> compiled program
         self._key_locks: dict = {}  # shape -> the lock its builder holds
         self._lock = threading.Lock()
-        self._cache_hit_count = 0  # compiles JAX's persistent cache answered, once listening
+        self._cache_hits_here = threading.local()  # per thread: a hit beside a compile is not its own
         self._listening = False
 
     @property
@@ -116,15 +116,19 @@ class Programs:
         return path is not None and os.path.exists(path)
 
     def _count_cache_hits(self, event: str, **kwargs):
+        # JAX records the event in the thread that asked for the compile.
         if event == "/jax/compilation_cache/cache_hits":
-            self._cache_hit_count += 1
+            self._cache_hits_here.count = getattr(self._cache_hits_here, "count", 0) + 1
 
     def _cache_hits(self) -> int:
-        """How many compiles JAX's persistent cache has answered since this started listening."""
-        if not self._listening:
-            jax.monitoring.register_event_listener(self._count_cache_hits)
-            self._listening = True
-        return self._cache_hit_count
+        """How many of this thread's compiles JAX's persistent cache has answered since this
+        started listening (another thread's hits, e.g. the engine's background compiles,
+        must not keep this thread's compile from being serialized)."""
+        with self._lock:
+            if not self._listening:
+                jax.monitoring.register_event_listener(self._count_cache_hits)
+                self._listening = True
+        return getattr(self._cache_hits_here, "count", 0)
 
     def compile(self, shape: tuple, fn, args: tuple, out_tree, *, quick: bool = False):
         """``jax.jit(fn)`` compiled for ``args`` (abstract values), or loaded where an earlier
