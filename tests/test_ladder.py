@@ -103,7 +103,8 @@ def test_ladder__fits_recorded_matches_and_writes_the_plot_table_and_json(tmp_pa
     assert ratings["random"]["elo"] == 0.0
     assert ratings[f"{run}@10 n=16"]["elo"] < ratings["greedy"]["elo"] < ratings["heuristic d1"]["elo"]
     assert ratings[f"{run}@20 n=16"]["elo"] == pytest.approx(ratings["heuristic d1"]["elo"], abs=1)
-    assert ladder_lib.training_games(str(run), 20) == 1280
+    assert ladder_lib.training_games(str(run), 20) == 1280 and ladder_lib.training_games(str(run), 0) == 0
+    assert ladder_lib.training_games(str(run), 15) is None
     table = capsys.readouterr().out
     assert table.splitlines()[0] == "| player | Elo | 95% interval | games |"
     assert table.index("heuristic d1") < table.index("| greedy") < table.index("| random")

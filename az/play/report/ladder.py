@@ -159,6 +159,8 @@ def play_ladder(snapshots: list[tuple[str, int]], rungs: list[str], settings: La
 
 def training_games(workdir: str, step: int) -> int | None:
     """Games the run had finished when it saved the snapshot of ``step`` (None: no metrics)."""
+    if step == 0:
+        return 0  # the untrained network: no metrics row precedes the first iteration
     row = {r["iteration"]: r for r in workdir_lib.metrics_rows(workdir)}.get(step)
     return row.get("games_finished") if row else None
 
