@@ -8,6 +8,7 @@ malformed SFEN); cshogi formats SFEN. Game records (KIF, CSA, USI position) are
 
 import functools
 import re
+from typing import Callable, NamedTuple
 
 import cshogi
 import jax
@@ -218,50 +219,65 @@ def _black_frame(state: env.State) -> tuple[np.ndarray, np.ndarray, int]:
     return board, hands, color
 
 
-# Programs compiled elsewhere (the USI engine loads them as serialized executables)
-# that stand in for ``jitted_init`` / ``jitted_step`` of their rules: rules -> (init, step).
-_INSTALLED: dict = {}
+class Parser(NamedTuple):
+    """Text to states under one ``rules``, through two programs: ``init(x, move_number)``
+    (``init_program``) and ``step(state, action)`` (``step_program``). ``parser(rules)``
+    jits them here; the USI engine builds one from programs it loads serialized."""
 
+    rules: env.Rules
+    init: Callable
+    step: Callable
 
-def install_programs(rules: env.Rules, *, init, step) -> None:
-    """``from_sfen`` and ``play_moves`` under ``rules`` call ``init(x, move_number)`` and
-    ``step(state, action)``: the programs of ``jitted_init`` and ``jitted_step``, compiled
-    (or loaded) by the caller for the arguments those functions pass."""
-    _INSTALLED[rules] = (init, step)
+    def from_sfen(self, sfen: str) -> env.State:
+        """A state for an SFEN position (with or without the leading ``sfen``)."""
+        return self.init(*setup_arguments(sfen))
 
+    def play_moves(self, state: env.State, moves, *, first_number: int = 1) -> env.State:
+        """``state`` after the USI ``moves``; ``ValueError`` names the first bad one
+        (counting moves from ``first_number``)."""
+        for ply, move in enumerate(moves, first_number):
+            if bool(state.terminated | state.truncated):
+                _fail(move, f"move {ply} is played after the game ended")
+            try:
+                action = usi_to_action(state, move)
+            except ValueError as e:
+                raise ValueError(f"move {ply}: {e}") from None
+            state = self.step(state, jnp.int32(action))
+        return state
 
-def jitted_init(rules: env.Rules):
-    """``jit(env.init_from)`` for ``rules``, compiled once per rules."""
-    return _INSTALLED[rules][0] if rules in _INSTALLED else _jit_init(rules)
+    def from_position(self, position: str) -> env.State:
+        """A state for ``startpos [moves ...]`` or ``sfen <sfen> [moves ...]``.
 
-
-def jitted_step(rules: env.Rules):
-    """``jit(env.step)`` for ``rules`` (one unbatched game), compiled once per rules."""
-    return _INSTALLED[rules][1] if rules in _INSTALLED else _jit_step(rules)
+        The moves are played through the environment, so repetition history counts.
+        A leading ``position`` keyword (as in the USI command) is accepted.
+        """
+        sfen, moves = split_position(position)
+        return self.play_moves(self.from_sfen(sfen), moves)
 
 
 def init_program(rules: env.Rules):
-    """The function ``jitted_init`` compiles: ``(x, move_number) -> State``."""
+    """A parser's set-up function: ``(x, move_number) -> State``."""
     return lambda x, move_number: env.init_from(x, rules, start_move_number=move_number)
 
 
 def step_program(rules: env.Rules):
-    """The function ``jitted_step`` compiles: ``(state, action) -> State``."""
+    """A parser's move function, one unbatched game: ``(state, action) -> State``."""
     return lambda state, action: env.step(state, action, rules)
 
 
 @functools.lru_cache(maxsize=None)
-def _jit_init(rules: env.Rules):
-    return jax.jit(init_program(rules))
+def parser(rules: env.Rules) -> Parser:
+    """The parser of ``rules`` with both programs jitted (compiled on first use)."""
+    return Parser(rules, jax.jit(init_program(rules)), jax.jit(step_program(rules)))
 
 
-@functools.lru_cache(maxsize=None)
-def _jit_step(rules: env.Rules):
-    return jax.jit(step_program(rules))
+def jitted_step(rules: env.Rules):
+    """``jit(env.step)`` for ``rules`` (one unbatched game), compiled once per rules."""
+    return parser(rules).step
 
 
 def setup_arguments(sfen: str) -> tuple[movegen.GameState, jax.Array]:
-    """The arguments of ``jitted_init`` for an SFEN: (x, move_number)."""
+    """The arguments of a parser's ``init`` for an SFEN: (x, move_number)."""
     board, hands, color, move_number = parse_sfen(sfen)
     board, hands = to_mover_frame(board, hands, color)
     x = movegen.GameState(
@@ -272,32 +288,18 @@ def setup_arguments(sfen: str) -> tuple[movegen.GameState, jax.Array]:
 
 def from_sfen(sfen: str, rules: env.Rules = env.Rules()) -> env.State:
     """A state for an SFEN position (with or without the leading ``sfen``)."""
-    return jitted_init(rules)(*setup_arguments(sfen))
+    return parser(rules).from_sfen(sfen)
 
 
 def from_position(position: str, rules: env.Rules = env.Rules()) -> env.State:
-    """A state for ``startpos [moves ...]`` or ``sfen <sfen> [moves ...]``.
-
-    The moves are played through the environment, so repetition history counts.
-    A leading ``position`` keyword (as in the USI command) is accepted.
-    """
-    sfen, moves = split_position(position)
-    return play_moves(from_sfen(sfen, rules), moves, rules)
+    """A state for ``startpos [moves ...]`` or ``sfen <sfen> [moves ...]`` (``Parser.from_position``)."""
+    return parser(rules).from_position(position)
 
 
 def play_moves(state: env.State, moves, rules: env.Rules = env.Rules(), *, first_number: int = 1) -> env.State:
     """``state`` after the USI ``moves``; ``ValueError`` names the first bad one (counting
     moves from ``first_number``)."""
-    step = jitted_step(rules)
-    for ply, move in enumerate(moves, first_number):
-        if bool(state.terminated | state.truncated):
-            _fail(move, f"move {ply} is played after the game ended")
-        try:
-            action = usi_to_action(state, move)
-        except ValueError as e:
-            raise ValueError(f"move {ply}: {e}") from None
-        state = step(state, jnp.int32(action))
-    return state
+    return parser(rules).play_moves(state, moves, first_number=first_number)
 
 
 def to_sfen(state: env.State) -> str:

@@ -89,8 +89,7 @@ PARSER = textwrap.dedent("""
     programs = programs_lib.Programs()
     paths = [programs.executable_path((kind, rules)) for kind in ("setup", "move")]
     loaded = all(os.path.exists(path) for path in paths)
-    programs.install_parser(rules)
-    state = notation.from_position("startpos moves 7g7f 3c3d 8h2b+", rules)
+    state = programs.position_parser(rules).from_position("startpos moves 7g7f 3c3d 8h2b+")
     print(json.dumps({"loaded": loaded, "serialized": all(os.path.exists(path) for path in paths),
                       "sfen": notation.to_sfen(state), "ply": int(state.ply)}))
 """)

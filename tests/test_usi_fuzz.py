@@ -362,7 +362,7 @@ class StubModel:
         self.spec, self.max_plies, self.speed = None, 0, None
 
     # The module's functions.
-    def parse_position(self, args, previous):
+    def parse_position(self, args, previous, parser=None):
         sfen, moves = notation.split_position(" ".join(["position", *args]))
         board, _ = notation.play_line(sfen, moves)
         state = StubState(board, board.move_number - 1, board.turn)
@@ -392,6 +392,9 @@ class StubModel:
     # The workbench's and the model's methods.
     def install_parser(self):
         pass
+
+    def parser(self):
+        return None  # the stub's parse_position reads positions with cshogi
 
     def loads_quickly(self, simulations):
         return False

@@ -162,21 +162,20 @@ class Programs:
             _save_executable(path, compiled, *trees)
         return compiled
 
-    def install_parser(self, rules: env.Rules) -> None:
-        """``envs.notation``'s set-up and move programs for ``rules`` (``from_sfen``,
-        ``play_moves``), loaded where an earlier process serialized them, else compiled and
-        serialized: a later start skips their tracing and JAX's cache (about 2 s each on a
-        CPU). Once per rules, whichever thread asks first."""
-        self.once(("parser", rules), lambda: self._install_parser(rules))
+    def position_parser(self, rules: env.Rules) -> notation.Parser:
+        """``envs.notation``'s parser of ``rules`` (set-up and move programs) loaded where an
+        earlier process serialized them, else compiled and serialized: a later start skips
+        their tracing and JAX's cache (about 2 s each on a CPU). Once per rules, whichever
+        thread asks first."""
+        return self.once(("parser", rules), lambda: self._build_parser(rules))
 
-    def _install_parser(self, rules: env.Rules) -> bool:
+    def _build_parser(self, rules: env.Rules) -> notation.Parser:
         x, move_number = notation.setup_arguments(notation.STARTPOS_SFEN)
         init = self.compile(("setup", rules), notation.init_program(rules), (x, move_number), STATE_TREE, quick=True)
         state = init(x, move_number)
         step = self.compile(("move", rules), notation.step_program(rules), (state, jnp.int32(0)), STATE_TREE,
                             quick=True)
-        notation.install_programs(rules, init=init, step=step)
-        return True
+        return notation.Parser(rules, init, step)
 
     def mate_program(self, games: env.State):
         """``mate.mate_in_one`` over a batch of the shape of ``games`` (abstract) [B, ...],

@@ -62,7 +62,7 @@ def _warm_parser(workbench):
     compiles on a move."""
     try:
         workbench.install_parser()
-        position = _model().parse_position(["startpos", "moves", "7g7f"], None)
+        position = _model().parse_position(["startpos", "moves", "7g7f"], None, workbench.parser())
         _model().can_declare(position.state)
     except Exception:
         pass
@@ -184,7 +184,8 @@ class Engine:
 
     def cmd_position(self, args, line):
         try:
-            self.position, self.position_error = _model().parse_position(args, self.position), None
+            parser = self.workbench.parser() if self.workbench is not None else None
+            self.position, self.position_error = _model().parse_position(args, self.position, parser), None
         except Exception as e:
             self.position, self.position_error = None, one_line(e)
             self.out(f"info string error: {self.position_error}")

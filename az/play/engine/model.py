@@ -50,9 +50,13 @@ class Workbench:
 
     def install_parser(self) -> None:
         """The position set-up and move programs of ``PARSE_RULES``, loaded serialized where
-        an earlier start left them (``Programs.install_parser``); once, whichever thread
+        an earlier start left them (``Programs.position_parser``); once, whichever thread
         asks first."""
-        self.programs.install_parser(PARSE_RULES)
+        self.programs.position_parser(PARSE_RULES)
+
+    def parser(self) -> notation.Parser:
+        """The installed parser of ``PARSE_RULES``; before it is, the one jitted on use."""
+        return self.programs.get(("parser", PARSE_RULES)) or notation.parser(PARSE_RULES)
 
     def in_background(self, work, *args, name: str) -> None:
         """Runs ``work(*args)`` in a thread unless another one's is still running: one
@@ -70,10 +74,10 @@ def info_line(depth: int, nodes: int, seconds: float, score: str, pv: list[str])
     return f"info depth {depth} nodes {nodes} nps {int(nodes * 1000 / ms)} time {ms} score {score} pv {' '.join(pv)}"
 
 
-def mate_score(state: env.State, move: str) -> str:
+def mate_score(state: env.State, move: str, parser: notation.Parser) -> str:
     """The USI score of a move the agent's root mate search found (``SearchResult.mate``):
     ``mate 1`` where it mates at once, else ``mate 3`` (the search finds no longer ones)."""
-    after = notation.play_moves(state, [move], PARSE_RULES)
+    after = parser.play_moves(state, [move])
     return "mate 3" if has_legal_move(after) else "mate 1"
 
 
@@ -86,15 +90,17 @@ class UsiPosition:
     state: env.State  # after the moves (PARSE_RULES)
 
 
-def parse_position(args: list[str], previous: UsiPosition | None) -> UsiPosition:
+def parse_position(args: list[str], previous: UsiPosition | None, parser: notation.Parser | None = None) -> UsiPosition:
     """The position of a ``position`` command's arguments; one that extends ``previous``
-    plays only the new moves. ``ValueError`` names what is wrong."""
+    plays only the new moves. ``ValueError`` names what is wrong. ``parser``: of
+    ``PARSE_RULES`` (default: the one jitted on use)."""
+    parser = parser or notation.parser(PARSE_RULES)
     sfen, moves = notation.split_position(" ".join(["position", *args]))
     if previous is not None and previous.sfen == sfen and moves[: len(previous.moves)] == previous.moves:
         state, done = previous.state, len(previous.moves)
     else:
-        state, done = counted_from_move_one(notation.from_sfen(sfen, PARSE_RULES)), 0
-    state = notation.play_moves(state, moves[done:], PARSE_RULES, first_number=done + 1)
+        state, done = counted_from_move_one(parser.from_sfen(sfen)), 0
+    state = parser.play_moves(state, moves[done:], first_number=done + 1)
     return UsiPosition(sfen, moves, state)
 
 
@@ -227,13 +233,13 @@ class Model:
         pv = notation.line_to_usi(state, out["pv"])
         if not pv or pv[0] != move:
             pv = [move]
-        score = mate_score(state, move) if out["mate"] else f"cp {value_to_cp(out['value'])}"
+        score = mate_score(state, move, self.workbench.parser()) if out["mate"] else f"cp {value_to_cp(out['value'])}"
         return Answer(move, [info_line(len(pv), out["nodes"], seconds, score, pv)])
 
     def _measure(self, simulations: int, compile_s: float) -> tuple[Speed, float]:
         """The speed of the programs ``analyse`` uses, on the start position; and the
         search's seconds."""
-        state = notation.from_sfen(notation.STARTPOS_SFEN, PARSE_RULES)
+        state = self.workbench.parser().from_sfen(notation.STARTPOS_SFEN)
         self.analyse(0, state)
         start = time.perf_counter()
         for _ in range(3):
@@ -358,7 +364,7 @@ class HeuristicModel:
         start = time.perf_counter()
         self.install_blocks()
         self.workbench.install_parser()
-        state = notation.from_sfen(notation.STARTPOS_SFEN, PARSE_RULES)
+        state = self.workbench.parser().from_sfen(notation.STARTPOS_SFEN)
         self._values(state)
         self.compile_s = time.perf_counter() - start
         start = time.perf_counter()
