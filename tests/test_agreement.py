@@ -39,9 +39,16 @@ def test_probe__batched_states_match_one_by_one_setup(shipped, probe):
         assert notation.action_to_usi(one, int(probe.best[i])) == held.best_moves[i]
 
 
-def test_probe__rejects_an_unknown_split(shipped):
+def test_probe__the_test_split_is_read_only_where_asked(shipped):
+    """The shipped set holds fit and held-out rows only: the test part is a file of its own
+    (``teacher.load_split('test')``), so asking this set for it is one line naming that."""
     with pytest.raises(ValueError, match="teacher split 'test'"):
         agreement.make_probe(shipped, RULES, split="test")
+
+
+def test_probe__rejects_an_unknown_split(shipped):
+    with pytest.raises(ValueError, match="validation"):
+        agreement.make_probe(shipped, RULES, split="validation")
 
 
 def _fake_apply(probe, *, best_rank: int, value_sign: float):

@@ -743,6 +743,8 @@ def test_cshogi_client_plays_a_legal_game(fresh):
     assert fresh.isready(30) == ["readyok"]
 
 
+@pytest.mark.slow
+@pytest.mark.promise
 def test_cshogi_match_runner_plays_clean_games_at_one_second_byoyomi(fresh, workdir, fairy_stockfish, tmp_path):
     """A match runner this project did not write (``python -m cshogi.cli``), as it comes:
     it starts ``scripts/azshogi-usi`` (checkpoint from the environment) once per game against

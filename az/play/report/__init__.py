@@ -6,6 +6,7 @@
     python -m az.play.report balance  --start shogi816k --checkpoint runs/x
     python -m az.play.report teacher  runs/x@0 runs/x [--simulations 0,16] [--one-ply] [--split heldout]
     python -m az.play.report losses   eval/x_vs_greedy [eval/y_vs_greedy]
+    python -m az.play.report ladder   runs/x [--rungs "random,greedy,heuristic?depth=1"] [--games N]
 
 curve: Elo against a reference over training games (Fig. 2), one match per checkpoint,
 kept in WORKDIR/eval/ so a rerun only plays what is missing. heatmaps: where each side's
@@ -18,7 +19,8 @@ and promotions, beside the random, greedy and GA-heuristic baselines. ``curve`` 
 the teacher agreement the trainer logged, and with no --opponent only that. losses: how
 the first player of a match (eval.py's --checkpoint) lost each game it lost: walked into a
 mate in one where another move avoided it, or was mated with every move refuted, or
-otherwise.
+otherwise. ladder: snapshots placed among the shipped players (random = 0) by one joint
+Bradley-Terry fit over every match, each snapshot playing only its neighbouring rungs.
 """
 
 import matplotlib
