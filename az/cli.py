@@ -57,10 +57,17 @@ def unknown_override(argv: list[str]) -> str | None:
     return None
 
 
+HELP_FLAGS = ("--help", "-?", "--helpshort", "--helpfull", "--helpxml")
+
+
 def parse_flags(argv: list[str]) -> list[str]:
     """absl's parsing, with one-line errors instead of tracebacks."""
     try:
         return flags.FLAGS(argv)
+    except SystemExit as e:  # absl's help flags print and exit 1; asking for help is no error
+        if e.code == 1 and any(a.split("=")[0] in HELP_FLAGS for a in argv[1:]):
+            sys.exit(0)
+        raise
     except flags.Error as e:
         lines = [line.strip() for line in str(e).splitlines() if line.strip()]
         if len(lines) > 1:  # a traceback from loading the config file: keep its last line
