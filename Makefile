@@ -62,10 +62,8 @@ test-plan: venv tpu-venv
 
 # The slow tests that keep the docs' promises (every documented command at smoke size, the
 # reproduction killed and resumed, the engine's draw inside the tree); CI runs them after `test`.
-# Test by test (--dist load), not file by file: the documented commands, most of the work,
-# are one file, which would leave the second worker idle once the others end.
 test-promises: venv
-	XLA_FLAGS="$(TEST_XLA_FLAGS) $$XLA_FLAGS" $(BIN)/python -m pytest -m promise -q -n 2 --dist load
+	XLA_FLAGS="$(TEST_XLA_FLAGS) $$XLA_FLAGS" $(BIN)/python -m pytest -m promise -q -n 2 --dist loadfile
 
 test-all: venv
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
