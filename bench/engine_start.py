@@ -1,7 +1,7 @@
 """The USI engines as a match runner starts them: each readyok's time and the slowest move.
 
     python bench/engine_start.py --checkpoint runs/x [--instances 1,2] [--moves 8] [--byoyomi 1000]
-                                 [--max-moves 320] [--handshake 120] [--quick]
+                                 [--max-moves 320] [--handshake 120] [--logs DIR] [--quick]
 
 A game is the network engine (``python -m az.play.engine --checkpoint``, black) against
 the classical one (``--heuristic``, white), both started at once, as a third-party runner
@@ -12,8 +12,9 @@ plies. For each number of games in ``--instances`` (1: one game, 2: two games at
 four engines starting together) it runs twice: on a cold cache (fresh compilation caches,
 one for the network engines and one for the classical ones, shared by the games) and on
 the warm one the cold run left. It prints each engine's seconds from its start to
-readyok, and each engine's slowest move as a ratio of the byoyomi (above 1: late, a loss
-at a runner with no margin). ``--quick`` (one game, 2 plies, a smoke snapshot made here
+readyok, each engine's slowest move as a ratio of the byoyomi (above 1: late, a loss
+at a runner with no margin), and, after the game, the seconds to readyok once
+``MaxMovesToDraw`` is set to another value (a limit is a value, so nothing compiles). ``--quick`` (one game, 2 plies, a smoke snapshot made here
 when no ``--checkpoint`` is given) is the smoke test (tests/test_engine_start.py).
 """
 
@@ -35,12 +36,15 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 class EngineProcess:
     """An engine subprocess whose lines a thread reads, so that every wait has a timeout."""
 
-    def __init__(self, name: str, command: list[str]):
+    def __init__(self, name: str, command: list[str], log_path: str | None = None):
         self.name = name
         self.started = time.monotonic()
         env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}  # caches of its own
+        stderr = open(log_path, "w") if log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, cwd=ROOT, env=env, text=True, bufsize=1)
+                                     stderr=stderr, cwd=ROOT, env=env, text=True, bufsize=1)
+        if log_path:
+            stderr.close()  # the child holds its own copy
         self.lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -115,6 +119,15 @@ def play(black: EngineProcess, white: EngineProcess, plies: int, byoyomi_ms: int
     return seconds
 
 
+def limit_change(engine: EngineProcess, max_moves: int, timeout: float) -> float | None:
+    """Seconds from ``setoption name MaxMovesToDraw`` (another value) to readyok on an
+    engine that has played: a GUI or runner changing the game length between games."""
+    start = time.monotonic()
+    engine.send(f"setoption name MaxMovesToDraw value {max_moves}")
+    engine.send("isready")
+    return time.monotonic() - start if engine.until("readyok", timeout) is not None else None
+
+
 def engine_commands(checkpoint: str, network_cache: str, classical_cache: str) -> dict[str, list[str]]:
     python = [sys.executable, "-m", "az.play.engine"]
     return {"network": python + ["--checkpoint", checkpoint, "--compilation_cache", network_cache],
@@ -122,10 +135,12 @@ def engine_commands(checkpoint: str, network_cache: str, classical_cache: str) -
 
 
 def run_games(commands: dict[str, list[str]], games: int, *, plies: int, byoyomi_ms: int, max_moves: int,
-              handshake_s: float) -> list[dict]:
+              handshake_s: float, logs: str | None = None) -> list[dict]:
     """``games`` games whose engines all start at once: per engine, its readyok seconds
-    (None: past the handshake) and move seconds."""
-    engines = [EngineProcess(f"{kind}{g + 1}", command) for g in range(games) for kind, command in commands.items()]
+    (None: past the handshake) and move seconds. ``logs``: a path prefix for each engine's
+    stderr (``{logs}{name}.err``), else it is dropped."""
+    engines = [EngineProcess(f"{kind}{g + 1}", command, logs and f"{logs}{kind}{g + 1}.err")
+               for g in range(games) for kind, command in commands.items()]
     ready = {}
     try:
         threads = [threading.Thread(target=lambda e=e: ready.__setitem__(e.name, handshake(e, max_moves, handshake_s)))
@@ -142,7 +157,9 @@ def run_games(commands: dict[str, list[str]], games: int, *, plies: int, byoyomi
             thread.start()
         for thread in playing:
             thread.join()
-        return [{"engine": e.name, "readyok_s": ready[e.name], "moves_s": moves.get(e.name, [])} for e in engines]
+        changed = {e.name: limit_change(e, max_moves // 2, handshake_s) for e in engines if ready[e.name] is not None}
+        return [{"engine": e.name, "readyok_s": ready[e.name], "moves_s": moves.get(e.name, []),
+                 "limit_change_s": changed.get(e.name)} for e in engines]
     finally:
         for engine in engines:
             engine.close(10.0 if ready.get(engine.name) is not None else 1.0)  # a silent one is killed
@@ -159,6 +176,8 @@ def report(label: str, rows: list[dict], byoyomi_ms: int, handshake_s: float) ->
             slowest = max(row["moves_s"])
             said += (f", {len(row['moves_s'])} moves, slowest {slowest:5.2f} s = {slowest * 1000 / byoyomi_ms:.2f}"
                      " x byoyomi")
+        if row.get("limit_change_s") is not None:
+            said += f", new MaxMovesToDraw readyok {row['limit_change_s']:.2f} s"
         lines.append(f"{label}: {row['engine']:<10} {said}")
     return lines
 
@@ -179,6 +198,8 @@ def main(argv=None) -> int:
     parser.add_argument("--byoyomi", type=int, default=1000, help="ms per move (default 1000)")
     parser.add_argument("--max-moves", type=int, default=320, help="MaxMovesToDraw sent before isready")
     parser.add_argument("--handshake", type=float, default=120.0, help="s a runner waits for readyok")
+    parser.add_argument("--logs", default="", help="a folder for each engine's stderr (JAX_LOG_COMPILES=1 "
+                        "shows what it compiles)")
     parser.add_argument("--quick", action="store_true", help="one game, 2 plies, a smoke snapshot")
     args = parser.parse_args(argv)
     if args.quick:
@@ -187,6 +208,8 @@ def main(argv=None) -> int:
         instances = [int(n) for n in args.instances.split(",")]
     except ValueError:
         parser.error(f"--instances {args.instances!r}: expected integers separated by commas")
+    if args.logs:
+        os.makedirs(args.logs, exist_ok=True)
     if not args.checkpoint and not args.quick:
         parser.error("--checkpoint WORKDIR[@STEP] is needed (or --quick, which makes a smoke snapshot)")
     with tempfile.TemporaryDirectory(prefix="engine_start_") as scratch:
@@ -195,8 +218,9 @@ def main(argv=None) -> int:
             caches = [os.path.join(scratch, f"x{games}_{kind}_cache") for kind in ("network", "classical")]
             commands = engine_commands(checkpoint, *caches)
             for cache in ("cold", "warm"):
+                logs = args.logs and os.path.join(args.logs, f"{cache}_x{games}_")
                 rows = run_games(commands, games, plies=args.moves, byoyomi_ms=args.byoyomi,
-                                 max_moves=args.max_moves, handshake_s=args.handshake)
+                                 max_moves=args.max_moves, handshake_s=args.handshake, logs=logs)
                 for line in report(f"{cache} x{games}", rows, args.byoyomi, args.handshake):
                     print(line, flush=True)
     return 0
