@@ -63,7 +63,7 @@ test-plan: venv tpu-venv
 # The slow tests that keep the docs' promises (every documented command at smoke size, the
 # reproduction killed and resumed, the engine's draw inside the tree); CI runs them after `test`.
 test-promises: venv
-	XLA_FLAGS="$(TEST_XLA_FLAGS) $$XLA_FLAGS" $(BIN)/python -m pytest -m promise -q -n 2 --dist loadfile
+	XLA_FLAGS="$(TEST_XLA_FLAGS) $$XLA_FLAGS" $(BIN)/python -m pytest -m promise -q -n 2 --dist load --durations=10
 
 test-all: venv
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile

@@ -12,7 +12,7 @@ import time
 from typing import NamedTuple
 
 from az import workdir as workdir_lib
-from az.reproduce import progress
+from az.reproduce import children, progress
 from az.reproduce.balance import start_set_balance
 from az.reproduce.plan import OPENINGS, REPO, Plan, read_plan, variant_config
 
@@ -107,4 +107,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    children.exit_at_once(main())

@@ -16,6 +16,7 @@ import threading
 import time
 
 from az import workdir as workdir_lib
+from az.reproduce import children
 from az.reproduce.plan import BALANCE_STARTS, OPENINGS, REPO
 
 
@@ -141,4 +142,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    children.exit_at_once(main(sys.argv[1:]))
