@@ -339,3 +339,17 @@ def test_probe__reads_xla_compile_seconds_from_its_log(tmp_path):
                    "W1202 pxla.py:1] Finished XLA compilation of jit(iteration) in 51.250000000 sec\n"
                    "W1202 pxla.py:1] Finished XLA compilation of jit(init) in 2.500000000 sec\n")
     assert probe.xla_compile_seconds(str(log)) == 53.75
+
+
+def test_a_child_exits_at_once_with_its_status_and_its_output_flushed():
+    """The evaluator's and the probe's last step: buffered output reaches the log, the
+    status the runner, and a daemon thread still running does not hold the exit up."""
+    code = ("import threading, time\n"
+            "from az.reproduce import children\n"
+            "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+            "print('results written', end='')\n"
+            "children.exit_at_once(3)\n")
+    start = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stdout) == (3, "results written"), result.stderr[-2000:]
+    assert time.monotonic() - start < 30
