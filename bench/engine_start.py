@@ -14,8 +14,9 @@ one for the network engines and one for the classical ones, shared by the games)
 the warm one the cold run left. It prints each engine's seconds from its start to
 readyok, each engine's slowest move as a ratio of the byoyomi (above 1: late, a loss
 at a runner with no margin), and, after the game, the seconds to readyok once
-``MaxMovesToDraw`` is set to another value (a limit is a value, so nothing compiles). ``--quick`` (one game, 2 plies, a smoke snapshot made here
-when no ``--checkpoint`` is given) is the smoke test (tests/test_engine_start.py).
+``MaxMovesToDraw`` is set to another value (a limit is a value, so nothing compiles).
+``--quick`` (one game, 2 plies, a smoke snapshot made here when no ``--checkpoint`` is
+given) is the smoke test (tests/test_engine_start.py).
 """
 
 import argparse
@@ -87,11 +88,18 @@ def handshake(engine: EngineProcess, max_moves: int, timeout: float) -> float | 
     engine.send("usi")
     if engine.until("usiok", timeout) is None:
         return None
-    engine.send(f"setoption name MaxMovesToDraw value {max_moves}")
-    engine.send("isready")
-    if engine.until("readyok", timeout - (time.monotonic() - engine.started)) is None:
+    if limit_change(engine, max_moves, timeout - (time.monotonic() - engine.started)) is None:
         return None
     return time.monotonic() - engine.started
+
+
+def limit_change(engine: EngineProcess, max_moves: int, timeout: float) -> float | None:
+    """Seconds from ``setoption name MaxMovesToDraw`` to readyok: at the handshake, and
+    again on an engine that has played (a runner changing the game length between games)."""
+    start = time.monotonic()
+    engine.send(f"setoption name MaxMovesToDraw value {max_moves}")
+    engine.send("isready")
+    return time.monotonic() - start if engine.until("readyok", timeout) is not None else None
 
 
 def play(black: EngineProcess, white: EngineProcess, plies: int, byoyomi_ms: int) -> dict:
@@ -117,15 +125,6 @@ def play(black: EngineProcess, white: EngineProcess, plies: int, byoyomi_ms: int
         if board.is_game_over():
             break
     return seconds
-
-
-def limit_change(engine: EngineProcess, max_moves: int, timeout: float) -> float | None:
-    """Seconds from ``setoption name MaxMovesToDraw`` (another value) to readyok on an
-    engine that has played: a GUI or runner changing the game length between games."""
-    start = time.monotonic()
-    engine.send(f"setoption name MaxMovesToDraw value {max_moves}")
-    engine.send("isready")
-    return time.monotonic() - start if engine.until("readyok", timeout) is not None else None
 
 
 def engine_commands(checkpoint: str, network_cache: str, classical_cache: str) -> dict[str, list[str]]:
