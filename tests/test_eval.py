@@ -236,6 +236,37 @@ def test_report__elo_curve_plot(tmp_path):
     assert _png_size(tmp_path / "curve.png") == (1320, 480)  # 11 x 4 inches at 120 dpi
 
 
+def test_report__curves_over_training_minutes(tmp_path, capsys):
+    """``--over minutes``: x is the sum of the iterations' logged seconds (a resumed run's
+    repeated iteration counted once); an old curve's points, without minutes, are one line."""
+    from az.play import report
+    from az.play.report import curves
+
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    rows = [{"iteration": 1, "games_finished": 0, "seconds": 120.0},
+            {"iteration": 2, "games_finished": 8, "seconds": 30.0, "teacher/top1": 0.05},
+            {"iteration": 2, "games_finished": 8, "seconds": 60.0, "teacher/top1": 0.05},  # resumed: its last row
+            {"iteration": 3, "games_finished": 20, "seconds": 60.0, "teacher/top1": 0.1}]
+    with open(workdir / "metrics.jsonl", "w") as f:
+        for row in rows:
+            row.update({"teacher/top3": 0.2, "teacher/value_sign_accuracy": 0.6, "teacher/value_rank_correlation": 0.3}
+                       if "teacher/top1" in row else {})
+            f.write(json.dumps(row) + "\n")
+    logged = report.read_metrics(str(workdir))
+    assert curves.progress_by_iteration(logged, "minutes") == {1: 2.0, 2: 3.0, 3: 4.0}
+    assert curves.progress_by_iteration(logged, "games") == {1: 0, 2: 8, 3: 20}
+    out = tmp_path / "minutes.png"
+    assert report.main(["curve", "--workdir", str(workdir), "--over", "minutes", "--out", str(out)]) == 0
+    assert _png_size(out) == (1320, 480)
+    with_minutes = {"run vs greedy": [(8, 10.0, -50.0, 70.0, 0.51, 2, 3.0), (20, 60.0, 0.0, 120.0, 0.58, 3, 4.0)]}
+    report.plot_elo_curve(with_minutes, str(tmp_path / "elo.png"), over="minutes")
+    assert _png_size(tmp_path / "elo.png") == (1320, 480)
+    old = {"run vs greedy": [(8, 10.0, -50.0, 70.0, 0.51, 2)]}
+    with pytest.raises(ValueError, match="no training minutes"):
+        report.plot_elo_curve(with_minutes, str(tmp_path / "elo.png"), baseline=old, over="minutes")
+
+
 def test_report__balance_scores_black_by_engine(tmp_path, fairy_stockfish):
     from az.play import report
 

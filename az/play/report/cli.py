@@ -6,7 +6,7 @@ import os
 import sys
 
 from az.play.report.balance import engine_scores, network_values, plot_balance, start_positions
-from az.play.report.curves import elo_curve, plot_teacher_curve, read_baselines, read_metrics
+from az.play.report.curves import OVER, elo_curve, plot_teacher_curve, read_baselines, read_metrics
 from az.play.report.heatmaps import plot_heatmaps
 from az.play.report.ladder import DEFAULT_RUNGS, LadderSettings, ladder
 from az.play.report.matches import match_losses
@@ -31,6 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--out", default="elo_curve.png", help="the plot; its .json beside it.")
     c.add_argument("--baseline", action="append", default=[],
                    help="PATH.json[:LABEL] of an earlier `curve` run, drawn dashed (repeatable).")
+    c.add_argument("--over", choices=sorted(OVER), default="games",
+                   help="the x axis: training games, or minutes of training (runs of different cost at equal "
+                        "wall time).")
     h = sub.add_parser("heatmaps", help="king/rook squares at ply 30 and their entropy (Figs. 6-8).")
     h.add_argument("--workdir", action="append", required=True, help="a training run (repeat for several).")
     h.add_argument("--points", type=int, default=3, help="equal parts of each run's games, one heatmap each.")
@@ -86,10 +89,10 @@ def main(argv=None) -> int:
                 elo_curve(args.workdir, args.opponent, games=args.games, simulations=args.simulations,
                           openings=args.openings, concurrency=args.concurrency, path=args.out,
                           steps=[int(x) for x in args.steps.split(",")] if args.steps else None,
-                          baseline=read_baselines(args.baseline))
+                          baseline=read_baselines(args.baseline), over=args.over)
             if has_teacher or not args.opponent:
                 teacher_out = os.path.splitext(args.out)[0] + "_teacher.png" if args.opponent else args.out
-                plot_teacher_curve(args.workdir, teacher_out)
+                plot_teacher_curve(args.workdir, teacher_out, args.over)
                 if args.opponent:
                     print(f"wrote {teacher_out}")
         elif args.command == "teacher":
