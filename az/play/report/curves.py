@@ -30,7 +30,8 @@ OVER = {"games": "training games", "minutes": "training minutes (the iterations'
 def progress_by_iteration(rows: list[dict], over: str) -> dict[int, float]:
     """Iteration -> games finished by its end (``over="games"``) or minutes of training up
     to its end (``"minutes"``: the sum of the iterations' logged seconds, so time lost to
-    a restart is not counted; the first iteration's includes compiling)."""
+    a restart is not counted; the first iteration each process runs, the run's first and
+    the first after a resume, includes compiling)."""
     if over == "games":
         return {r["iteration"]: r["games_finished"] for r in rows}
     if over != "minutes":
