@@ -49,4 +49,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    cli.use_cpu_cores()  # before the config files, which import JAX
     app.run(main, argv=cli.resolve_config_path(sys.argv), flags_parser=cli.parse_flags)

@@ -8,6 +8,22 @@ from absl import flags
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def use_cpu_cores() -> int | None:
+    """Before JAX starts: a CPU host becomes one JAX device per core it may use, unless
+    ``XLA_FLAGS`` (--xla_force_host_platform_device_count) or ``JAX_NUM_CPU_DEVICES``
+    already sets the count; a run's mesh then takes as many as its config divides
+    (``az.train.trainer.make_mesh``). XLA runs each convolution on one core, so only one
+    device per core keeps every core busy (docs/benchmarks.md). Accelerators are
+    untouched. Returns the count set, or None."""
+    if "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "") or "JAX_NUM_CPU_DEVICES" in os.environ:
+        return None
+    count = len(os.sched_getaffinity(0))
+    os.environ["JAX_NUM_CPU_DEVICES"] = str(count)  # read when JAX is imported
+    if "jax" in sys.modules:  # imported already, but no backend started: set it directly
+        sys.modules["jax"].config.update("jax_num_cpu_devices", count)
+    return count
+
+
 def resolve_config_path(argv: list[str]) -> list[str]:
     """Lets ``--config shogi816k.py`` find ``configs/shogi816k.py``."""
     here = ROOT

@@ -13,6 +13,9 @@ than its pieces) and exits with status 1 when that target is missed. ``--quick``
 smoke test (tests/test_bench.py): one repeat, the ``:smoke`` preset unless ``--config``
 names one, and no target judged (at smoke sizes fixed costs decide the ratio).
 
+It runs on the devices train.py would: one per CPU core (``az.cli.use_cpu_cores``);
+``JAX_NUM_CPU_DEVICES=1`` times one CPU device.
+
 ``--fused-only`` times only the fused iteration, learning on (every replay row counted
 as a position with a target: ``az.train.budget.learning_state``) beside learning off
 (self-play alone: the learner's ``cond`` skips), and compiles nothing else; with
@@ -32,6 +35,7 @@ import jax.numpy as jnp
 from ml_collections import config_flags
 
 from timing import median_seconds  # bench/, beside this file
+from az import cli
 from az import workdir as workdir_lib
 from az.train import budget as budget_lib
 from az.train import replay as replay_lib
@@ -113,12 +117,12 @@ def main(argv) -> int:
         return 2
     config = flags.value
     repeats = 1 if args.quick else args.repeats
-    trainer = trainer_lib.make_trainer(config, trainer_lib.make_mesh())
+    trainer = trainer_lib.make_trainer(config, trainer_lib.make_mesh(config))
     k = trainer.learner_steps_per_iteration
     b, t = config.selfplay.num_games, config.selfplay.plies_per_iteration
     print(f"{config.name}: {b} games x {t} plies, n={config.search.num_simulations}, "
           f"{config.model.num_blocks}x{config.model.channels} {config.model.dtype}, K={k} learner steps of "
-          f"{config.learner.batch_size}; backend {jax.default_backend()}, median of {repeats}", flush=True)
+          f"{config.learner.batch_size}; {len(jax.devices())} {jax.default_backend()} device(s), median of {repeats}", flush=True)
 
     if args.fused_only:
         parts, learning = {}, budget_lib.learning_state(trainer)
@@ -152,4 +156,5 @@ def main(argv) -> int:
 
 
 if __name__ == "__main__":
+    cli.use_cpu_cores()  # the devices train.py runs on; before anything imports JAX
     sys.exit(main(sys.argv))

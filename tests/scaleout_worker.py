@@ -38,7 +38,9 @@ def main():
     replay = {f"replay/{name}": np.asarray(jax.device_get(getattr(state.replay.plies, name)), np.float32)
               for name in ("board", "policy", "color")}
     replay["replay/value_target"] = np.asarray(jax.device_get(state.replay.value_target))
-    np.savez(out, iteration=np.asarray(state.iteration.addressable_data(0)), **arrays, **replay)
+    replay["replay/filled"] = np.asarray(jax.device_get(state.replay.filled))
+    np.savez(out, iteration=np.asarray(state.iteration.addressable_data(0)),
+             games_finished=np.asarray(state.games_finished.addressable_data(0)), **arrays, **replay)
 
 
 if __name__ == "__main__":

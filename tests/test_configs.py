@@ -291,3 +291,23 @@ def test_train_cli__bad_config_is_one_error_line(tmp_path, args, culprit):
     assert lines[0].startswith("error:"), lines[0]
     assert culprit in lines[0], lines[0]
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_cpu_devices__one_per_core_that_divides_games_and_batch():
+    config = get_config("default", "cpu")  # 64 games, batches of 256
+    assert config_lib.cpu_devices(config, 1) == 1
+    assert config_lib.cpu_devices(config, 2) == 2
+    assert config_lib.cpu_devices(config, 3) == 2  # 3 divides neither
+    assert config_lib.cpu_devices(config, 96) == 64
+    config.selfplay.num_games = 0  # unusable: validate names it; the host keeps one device
+    assert config_lib.cpu_devices(config, 8) == 1
+
+
+def test_use_cpu_cores__a_count_the_user_set_wins(monkeypatch):
+    from az import cli
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
+    assert cli.use_cpu_cores() is None
+    monkeypatch.delenv("XLA_FLAGS")
+    monkeypatch.setenv("JAX_NUM_CPU_DEVICES", "3")
+    assert cli.use_cpu_cores() is None

@@ -1,5 +1,7 @@
 """Checks a training config before anything compiles; each error is one line naming the field."""
 
+import math
+
 import ml_collections
 
 from envs import starts
@@ -12,6 +14,21 @@ class ConfigError(ValueError):
 def _require(ok: bool, field: str, value, what: str):
     if not ok:
         raise ConfigError(f"config.{field} = {value!r}: {what}")
+
+
+def cpu_devices(config: ml_collections.ConfigDict, cores: int) -> int:
+    """How many JAX devices a CPU host of ``cores`` cores runs ``config`` on: one per core,
+    as many as divide the games in parallel and the learner's batch. XLA runs each
+    convolution on one core, so only one device per core keeps every core busy
+    (docs/benchmarks.md); an unusable config gets 1, and ``validate`` names its field."""
+    try:
+        games, batch = int(config.selfplay.num_games), int(config.learner.batch_size)
+    except (AttributeError, TypeError, ValueError):
+        return 1
+    if games < 1 or batch < 1:
+        return 1
+    unit = math.gcd(games, batch)
+    return max((d for d in range(1, max(int(cores), 1) + 1) if unit % d == 0), default=1)
 
 
 def validate(config: ml_collections.ConfigDict, num_devices: int) -> None:

@@ -45,7 +45,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, *, max_iterations: in
         raise config_lib.ConfigError(f"--budget_minutes={budget_minutes:g}: must be > 0")
     os.makedirs(workdir, exist_ok=True)
     workdir_lib.enable_compilation_cache(os.path.join(workdir, "jax_cache"))
-    mesh = trainer_lib.make_mesh()
+    mesh = trainer_lib.make_mesh(config)
     config = budget_lib.with_recorded(config, workdir, budget_minutes)
     config_lib.validate(config, mesh.size)
     _log(f"devices: {mesh.size} x {jax.devices()[0].platform} ({jax.process_count()} process(es))")

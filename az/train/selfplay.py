@@ -236,6 +236,8 @@ def make_selfplay(
     false_resign_target: float = 0.05,
     avoid_mates: bool = False,
     guard_candidates: int = 8,
+    axis_name: str | None = None,
+    num_shards: int = 1,
 ) -> Callable:
     """``selfplay(params, games, resign, rng_key, games_finished[, budget]) -> (games, resign,
     games_finished, plies [T, B], stats)``; ``budget`` [] int32 in place of ``game_budget``.
@@ -245,6 +247,13 @@ def make_selfplay(
     Exploration variants). ``search`` and ``reduced_search``: ``search(params, key,
     games) -> SearchResult``; the reduced one serves the plies that playout-cap
     randomization does not search in full (``full_search_fraction`` < 1).
+
+    Data parallel (``axis_name``, inside ``shard_map`` over ``num_shards`` devices):
+    each device plays its own B / num_shards games and no collective runs inside a
+    search. Its random draws fold in the device's index (more than one shard), all but
+    the playout cap's coin, which stays common so every device searches a ply alike; the
+    game count (which moves the start schedule), the statistics and the resignation
+    calibration are summed over the devices, so every device holds the same scalars.
     """
     step = jax.vmap(lambda s, a: env.step(s, a, rules))
     start_batch = jax.vmap(start, in_axes=(0, None))
@@ -271,6 +280,10 @@ def make_selfplay(
     def play_ply(params, budget, carry: Carry, _) -> tuple[Carry, replay_lib.Plies]:
         """Every game one ply on: restart the finished, search, move, resign, record, count."""
         key, k_cap, k_search, k_choose, k_start, k_resign = jax.random.split(carry.rng_key, 6)
+        if num_shards > 1:  # this device's own games; k_cap stays common (see above)
+            shard = jax.lax.axis_index(axis_name)
+            k_search, k_choose, k_start, k_resign = (jax.random.fold_in(k, shard)
+                                                     for k in (k_search, k_choose, k_start, k_resign))
         progress = jnp.minimum(carry.games_finished / budget, 1.0)
         fresh = start_batch(jax.random.split(k_start, carry.games.done.shape[0]), progress)
         games = _where_games(carry.games.done, fresh, carry.games)
@@ -288,22 +301,30 @@ def make_selfplay(
         track, checked, false = resign_game_ends(track, after.done, after.rewards[:, 0], fresh_no_resign)
         stats = _count(carry.stats, games, after, result, num_schemes=num_schemes, over=over, avoided=avoided,
                        full=full, resign_checked=checked, resign_false=false)
-        return Carry(after, track, key, carry.games_finished + after.done.sum(), stats), plies
+        return Carry(after, track, key, carry.games_finished + _total(after.done.sum()), stats), plies
+
+    def _total(count: Array) -> Array:
+        """A count over every device's games."""
+        return count if axis_name is None else jax.lax.psum(count, axis_name)
+
+    def _stats_total(stats: Stats) -> Stats:
+        # full_searches counts plies, which every device searched alike.
+        return jax.tree.map(_total, stats)._replace(full_searches=stats.full_searches)
 
     def selfplay(params, games: env.State, track: Resign, rng_key: Array, games_finished: Array, budget=game_budget):
         carry = Carry(games, track, rng_key, games_finished, empty_stats(num_schemes))
         carry, plies = jax.lax.scan(functools.partial(play_ply, params, budget), carry, None, length=num_plies)
-        track = carry.resign
+        track, stats = carry.resign, _stats_total(carry.stats)
         if resign:
-            track = calibrate(track, carry.stats.resign_checked, carry.stats.resign_false, target=false_resign_target)
-        return carry.games, track, carry.games_finished, plies, carry.stats
+            track = calibrate(track, stats.resign_checked, stats.resign_false, target=false_resign_target)
+        return carry.games, track, carry.games_finished, plies, stats
 
     return selfplay
 
 
 def selfplay_from_config(config, search: Callable, start: Callable[[Array, Array], env.State], rules: env.Rules,
                          *, reduced_search: Callable | None, game_budget: int, num_schemes: int,
-                         guard_candidates: int) -> Callable:
+                         guard_candidates: int, axis_name: str | None = None, num_shards: int = 1) -> Callable:
     """``make_selfplay`` with a run's ``config.selfplay``; ``reduced_search`` serves the
     plies not searched in full (needed when ``config.full_search_fraction`` < 1)."""
     return make_selfplay(
@@ -322,6 +343,8 @@ def selfplay_from_config(config, search: Callable, start: Callable[[Array, Array
         false_resign_target=config.false_resign_target,
         avoid_mates=config.avoid_mates_in_one,
         guard_candidates=guard_candidates,
+        axis_name=axis_name,
+        num_shards=num_shards,
     )
 
 

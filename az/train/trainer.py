@@ -58,13 +58,17 @@ class Trainer(NamedTuple):
     teacher: Callable[[TrainState], dict] | None
 
 
-def _make_selfplay(config: ml_collections.ConfigDict, apply_fn, rules, spec: starts.StartSpec, start) -> Callable:
-    """Self-play of the config: the search, playout caps, resignation and the mate guard."""
+def _make_selfplay(config: ml_collections.ConfigDict, apply_fn, rules, spec: starts.StartSpec, start,
+                   mesh: Mesh, abstract: "TrainState") -> Callable:
+    """Self-play of the config: the search, playout caps, resignation and the mate guard,
+    each device playing the games it holds (``shard_map``). Left to the compiler, the
+    search's gathers and scatters over a sharded batch became about 180 all-gathers an
+    iteration (docs/benchmarks.md)."""
     def make_search(num_simulations: int):
         return search_lib.search_from_config(config.search, apply_fn, rules, num_simulations=num_simulations)
 
     capped = config.selfplay.full_search_fraction < 1
-    return selfplay_lib.selfplay_from_config(
+    local = selfplay_lib.selfplay_from_config(
         config.selfplay,
         make_search(config.search.num_simulations),
         start,
@@ -73,7 +77,19 @@ def _make_selfplay(config: ml_collections.ConfigDict, apply_fn, rules, spec: sta
         game_budget=config.budget_games,
         num_schemes=len(spec.leaves),
         guard_candidates=config.search.max_num_considered_actions,
+        axis_name="data",
+        num_shards=mesh.size,
     )
+    per_game = lambda tree: jax.tree.map(lambda leaf: P("data") if leaf.ndim >= 1 else P(), tree)  # noqa: E731
+    in_specs = (P(), per_game(abstract.games), per_game(abstract.resign), P(), P(), P())
+    out_specs = (per_game(abstract.games), per_game(abstract.resign), P(), P(None, "data"), P())
+    # check_vma off: the scan's statistics vary per device until summed at its end.
+    sharded = jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+
+    def selfplay(params, games, resign, rng_key, games_finished, budget=config.budget_games):
+        return sharded(params, games, resign, rng_key, games_finished, jnp.asarray(budget, jnp.int32))
+
+    return selfplay
 
 
 def _state_sharding(abstract: TrainState, mesh: Mesh):
@@ -243,7 +259,7 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
     abstract_state = jax.tree.map(
         lambda leaf, sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding), abstract, state_sharding
     )
-    selfplay = _make_selfplay(config, net.apply, rules, spec, start)
+    selfplay = _make_selfplay(config, net.apply, rules, spec, start, mesh, abstract)
 
     def relabel(replay: replay_lib.Replay) -> replay_lib.Replay:
         return replay_lib.label(
@@ -387,5 +403,10 @@ def _make_iteration(config: ml_collections.ConfigDict, selfplay: Callable, relab
     return iteration
 
 
-def make_mesh() -> Mesh:
-    return Mesh(np.asarray(jax.devices()), ("data",))
+def make_mesh(config: ml_collections.ConfigDict | None = None) -> Mesh:
+    """Every device on a ``data`` axis; on a single CPU host with ``config``, as many of
+    its CPU devices as the config's games and batch divide (``config.cpu_devices``)."""
+    devices = jax.devices()
+    if config is not None and jax.process_count() == 1 and devices[0].platform == "cpu":
+        devices = devices[: config_lib.cpu_devices(config, len(devices))]
+    return Mesh(np.asarray(devices), ("data",))
