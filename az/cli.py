@@ -19,8 +19,11 @@ def use_cpu_cores() -> int | None:
         return None
     count = len(os.sched_getaffinity(0))
     os.environ["JAX_NUM_CPU_DEVICES"] = str(count)  # read when JAX is imported
-    if "jax" in sys.modules:  # imported already, but no backend started: set it directly
-        sys.modules["jax"].config.update("jax_num_cpu_devices", count)
+    if "jax" in sys.modules:  # imported already: set it directly, if no backend has started
+        try:
+            sys.modules["jax"].config.update("jax_num_cpu_devices", count)
+        except RuntimeError:  # started: the host keeps the devices it has
+            return None
     return count
 
 

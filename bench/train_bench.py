@@ -30,16 +30,20 @@ import statistics
 import sys
 import time
 
-import jax
-import jax.numpy as jnp
-from ml_collections import config_flags
-
-from timing import median_seconds  # bench/, beside this file
 from az import cli
-from az import workdir as workdir_lib
-from az.train import budget as budget_lib
-from az.train import replay as replay_lib
-from az.train import trainer as trainer_lib
+
+if __name__ == "__main__":  # the devices train.py runs on, set before JAX is imported
+    cli.use_cpu_cores()
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
+
+from timing import median_seconds  # bench/, beside this file  # noqa: E402
+from az import workdir as workdir_lib  # noqa: E402
+from az.train import budget as budget_lib  # noqa: E402
+from az.train import replay as replay_lib  # noqa: E402
+from az.train import trainer as trainer_lib  # noqa: E402
 
 TARGET = 1.2
 CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "shogi816k.py")
@@ -156,5 +160,4 @@ def main(argv) -> int:
 
 
 if __name__ == "__main__":
-    cli.use_cpu_cores()  # the devices train.py runs on; before anything imports JAX
     sys.exit(main(sys.argv))

@@ -21,6 +21,12 @@ Playout caps (KataGo): a ply is searched with the full number of simulations wit
 probability ``full_search_fraction``, else with the reduced search, for the whole batch
 (one compiled search per cap); only full searches give policy targets.
 
+Data parallel (``axis_name``, inside ``shard_map`` over ``num_shards`` devices): each
+device plays its own B / num_shards games and no collective runs inside a search. Its
+random draws fold in the device's index, all but the playout cap's coin, which stays
+common so every device searches a ply alike; the game count (which moves the start
+schedule), the statistics and the resignation calibration are summed over the devices.
+
 Mates in one walked into (``avoid_mates``, the config's ``selfplay.avoid_mates_in_one``;
 ``replace_moves_allowing_mate``): the chosen move is stepped and the position after it
 checked for the opponent's mate in one (``envs.mate``); where there is one, the next
@@ -230,14 +236,9 @@ def make_selfplay(
     num_schemes: int,
     reduced_search: Callable | None = None,
     full_search_fraction: float = 1.0,
-    resign: bool = False,
-    resign_plies: int = 2,
-    no_resign_fraction: float = 0.1,
-    false_resign_target: float = 0.05,
-    avoid_mates: bool = False,
-    guard_candidates: int = 8,
-    axis_name: str | None = None,
-    num_shards: int = 1,
+    resign: bool = False, resign_plies: int = 2, no_resign_fraction: float = 0.1, false_resign_target: float = 0.05,
+    avoid_mates: bool = False, guard_candidates: int = 8,
+    axis_name: str | None = None, num_shards: int = 1,
 ) -> Callable:
     """``selfplay(params, games, resign, rng_key, games_finished[, budget]) -> (games, resign,
     games_finished, plies [T, B], stats)``; ``budget`` [] int32 in place of ``game_budget``.
@@ -246,14 +247,8 @@ def make_selfplay(
     game, where a move is sampled in proportion to the root visit counts (the paper's
     Exploration variants). ``search`` and ``reduced_search``: ``search(params, key,
     games) -> SearchResult``; the reduced one serves the plies that playout-cap
-    randomization does not search in full (``full_search_fraction`` < 1).
-
-    Data parallel (``axis_name``, inside ``shard_map`` over ``num_shards`` devices):
-    each device plays its own B / num_shards games and no collective runs inside a
-    search. Its random draws fold in the device's index (more than one shard), all but
-    the playout cap's coin, which stays common so every device searches a ply alike; the
-    game count (which moves the start schedule), the statistics and the resignation
-    calibration are summed over the devices, so every device holds the same scalars.
+    randomization does not search in full (``full_search_fraction`` < 1). With
+    ``axis_name``: data parallel over ``num_shards`` devices (the module's docstring).
     """
     step = jax.vmap(lambda s, a: env.step(s, a, rules))
     start_batch = jax.vmap(start, in_axes=(0, None))
@@ -280,10 +275,7 @@ def make_selfplay(
     def play_ply(params, budget, carry: Carry, _) -> tuple[Carry, replay_lib.Plies]:
         """Every game one ply on: restart the finished, search, move, resign, record, count."""
         key, k_cap, k_search, k_choose, k_start, k_resign = jax.random.split(carry.rng_key, 6)
-        if num_shards > 1:  # this device's own games; k_cap stays common (see above)
-            shard = jax.lax.axis_index(axis_name)
-            k_search, k_choose, k_start, k_resign = (jax.random.fold_in(k, shard)
-                                                     for k in (k_search, k_choose, k_start, k_resign))
+        k_search, k_choose, k_start, k_resign = _per_device(axis_name, num_shards, k_search, k_choose, k_start, k_resign)
         progress = jnp.minimum(carry.games_finished / budget, 1.0)
         fresh = start_batch(jax.random.split(k_start, carry.games.done.shape[0]), progress)
         games = _where_games(carry.games.done, fresh, carry.games)
@@ -301,25 +293,35 @@ def make_selfplay(
         track, checked, false = resign_game_ends(track, after.done, after.rewards[:, 0], fresh_no_resign)
         stats = _count(carry.stats, games, after, result, num_schemes=num_schemes, over=over, avoided=avoided,
                        full=full, resign_checked=checked, resign_false=false)
-        return Carry(after, track, key, carry.games_finished + _total(after.done.sum()), stats), plies
-
-    def _total(count: Array) -> Array:
-        """A count over every device's games."""
-        return count if axis_name is None else jax.lax.psum(count, axis_name)
-
-    def _stats_total(stats: Stats) -> Stats:
-        # full_searches counts plies, which every device searched alike.
-        return jax.tree.map(_total, stats)._replace(full_searches=stats.full_searches)
+        return Carry(after, track, key, carry.games_finished + _total(after.done.sum(), axis_name), stats), plies
 
     def selfplay(params, games: env.State, track: Resign, rng_key: Array, games_finished: Array, budget=game_budget):
         carry = Carry(games, track, rng_key, games_finished, empty_stats(num_schemes))
         carry, plies = jax.lax.scan(functools.partial(play_ply, params, budget), carry, None, length=num_plies)
-        track, stats = carry.resign, _stats_total(carry.stats)
+        track, stats = carry.resign, _stats_total(carry.stats, axis_name)
         if resign:
             track = calibrate(track, stats.resign_checked, stats.resign_false, target=false_resign_target)
         return carry.games, track, carry.games_finished, plies, stats
 
     return selfplay
+
+
+def _per_device(axis_name: str | None, num_shards: int, *keys: Array) -> tuple[Array, ...]:
+    """``keys`` with the device's index folded in: its own games' draws (more than one shard)."""
+    if num_shards <= 1:
+        return keys
+    shard = jax.lax.axis_index(axis_name)
+    return tuple(jax.random.fold_in(k, shard) for k in keys)
+
+
+def _total(count: Array, axis_name: str | None) -> Array:
+    """A count over every device's games."""
+    return count if axis_name is None else jax.lax.psum(count, axis_name)
+
+
+def _stats_total(stats: Stats, axis_name: str | None) -> Stats:
+    # full_searches counts plies, which every device searched alike.
+    return jax.tree.map(lambda x: _total(x, axis_name), stats)._replace(full_searches=stats.full_searches)
 
 
 def selfplay_from_config(config, search: Callable, start: Callable[[Array, Array], env.State], rules: env.Rules,
