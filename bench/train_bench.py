@@ -62,13 +62,18 @@ def _with_targets(replay: replay_lib.Replay, plies: replay_lib.Plies) -> replay_
 def _chained(trainer: trainer_lib.Trainer, state: trainer_lib.TrainState, *, learned: bool,
              repeats: int) -> tuple[float, float]:
     """(compile + first call, median call) of iterations chained as in a run (each
-    donates its input to the next)."""
+    donates its input to the next). With learning off, each call starts from the first
+    state's replay again (copied outside the timing): self-play fills a replay, and after
+    a few calls the learner would run."""
+    empty = None if learned else jax.tree.map(jnp.copy, state.replay)
     start = time.perf_counter()
     state, metrics = jax.block_until_ready(trainer.iteration(state))
     first = time.perf_counter() - start
     times = []
     for _ in range(repeats):
         assert bool(metrics["learned"]) == learned
+        if empty is not None:
+            state = jax.block_until_ready(state._replace(replay=jax.tree.map(jnp.copy, empty)))
         start = time.perf_counter()
         state, metrics = jax.block_until_ready(trainer.iteration(state))
         times.append(time.perf_counter() - start)
