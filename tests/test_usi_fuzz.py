@@ -586,6 +586,36 @@ def test_usi_fuzz__answers_come_in_the_order_of_the_gos(stub_checkpoint, monkeyp
     assert _answers(Go((notation.STARTPOS_SFEN, [])), first), f"the second go answered first: {answers}"
 
 
+def test_usi_fuzz__an_answer_is_out_before_the_next_command_counts_it_answered(stub_checkpoint, monkeypatch):
+    """A go's thread that is slow to write its bestmove (here held until readyok, 0.5 s at
+    most): the next go must still wait for it, and isready's readyok must come after both
+    answers. Were an answer counted as given before its line is out, the next go would
+    not wait for it, and the old bestmove would follow readyok."""
+    stub, stream = StubModel(), RecordingStream()
+    monkeypatch.setattr(engine_lib, "_model", lambda: stub)
+    engine = engine_lib.Engine(stub_checkpoint, 4, 0, protocol.Output(stream), "")
+    write, main_thread = engine.out, threading.get_ident()
+    writing_first, readyok = threading.Event(), threading.Event()
+
+    def held_out(*lines):
+        if threading.get_ident() != main_thread and not writing_first.is_set():
+            writing_first.set()
+            readyok.wait(0.5)
+        write(*lines)
+        if "readyok" in lines:
+            readyok.set()
+
+    engine.out = held_out
+    engine.handle("go nodes 3")  # no model loaded yet: answers resign at once, from its thread
+    assert writing_first.wait(10), "the first go never answered"
+    for text in ("go nodes 3", "stop", "isready"):
+        engine.handle(text)
+    engine.close()
+    lines = [line for _, _, text in stream.groups for line in group_lines(text)]
+    assert [line for line in lines if line.startswith(("bestmove", "readyok"))] == \
+        ["bestmove resign", "bestmove resign", "readyok"], lines
+
+
 # The command loop's own input and output (``engine.main``: bytes, line ends, EOF) --------
 
 

@@ -115,10 +115,14 @@ class Job:
             return  # emitted as soon as the thread stores something
         if best is self.fallback and self.result is None and self.fallback.bestmove not in ("resign", "win"):
             best = Answer(best.bestmove, [self.fallback_note, *best.info])
-        self.answered = True
         if self.timer is not None:
             self.timer.cancel()
-        self.engine.out(*best.info, f"bestmove {best.bestmove}")
+        try:
+            self.engine.out(*best.info, f"bestmove {best.bestmove}")
+        finally:
+            # Only now: the next go's answer and the engine's commands read `answered`
+            # without this lock, so it must not be true before the line is out.
+            self.answered = True
 
     @property
     def active(self) -> bool:
