@@ -100,6 +100,8 @@ def _fields() -> ml_collections.ConfigDict:
     c.search.mate_in_tree = False  # the tree scores a node whose mover has a mate in one as won
     c.search.always_promote = False  # pawns, bishops and rooks that may promote always do (as engines search)
     c.search.reduced_simulations = 8  # playout caps: simulations of the plies not searched in full
+    c.search.material_utility = 0.0  # weight w of the material head's forecast in the search's
+    # values: (value + w * material) / (1 + w) (KataGo's score utility; needs model.material_head)
 
     c.selfplay = ml_collections.ConfigDict()
     c.selfplay.num_games = 1024  # B, games played in parallel (divisible by the device count)

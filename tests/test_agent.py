@@ -110,6 +110,26 @@ def test_the_parser_programs_load_in_a_later_process(tmp_path):
     assert runs[1] == {"loaded": True, "serialized": True, "sfen": expected, "ply": 3}
 
 
+
+@pytest.mark.parametrize("field, value", [("search.considered_drops", 2), ("search.material_utility", 1.0),
+                                          ("search.max_num_considered_actions", 8), ("search.value_scale", 1.0)])
+def test_agent__a_playing_setting_of_its_own_gets_a_program_of_its_own(field, value):
+    """Agents that share ``Programs`` (a ladder, a head-to-head match) share a compiled
+    search only when every setting it is built from agrees; training-only fields do not count."""
+    from az.play import agent as agent_lib
+    from configs import default
+
+    def program(**changes):
+        config = default.get_config("smoke")
+        config.model.material_head = True
+        for name, v in changes.items():
+            section, leaf = name.split(".")
+            config[section][leaf] = v
+        return agent_lib.Agent(config=config, params={}, step=0, name="probe").program
+
+    assert program(**{field: value}) != program()
+    assert program(**{"selfplay.num_games": 4, "learner.learning_rate": 0.5}) == program()
+
 @pytest.fixture(scope="module")
 def guarded_agent():
     """An untrained smoke-size agent, its search of the six positions (0 simulations) and

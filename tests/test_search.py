@@ -188,6 +188,23 @@ def test_search__zero_simulations_plays_the_priors_best_legal_move(games):
     assert np.asarray(out.visit_counts).sum() == 0
 
 
+
+def test_material_utility__the_search_reads_value_and_material_forecast_blended(games):
+    net = AZNet(num_blocks=1, channels=8, value_hidden=8, material_head=True)
+    params = network_lib.init_params(net, jax.random.key(1))
+    settings = search_lib.SearchSettings(num_simulations=0)
+    plain = jax.jit(search_lib.make_search(net.apply, RULES, settings))(params, jax.random.key(0), games)
+    knowledge = search_lib.ShogiKnowledge(material_utility=3.0)
+    blended = jax.jit(search_lib.make_search(net.apply, RULES, settings, knowledge=knowledge))(
+        params, jax.random.key(0), games)
+    observation = jax.vmap(lambda s: env.observe_parts(s, RULES))(games)
+    _, value, aux = net.apply(params, observation, with_aux=True)
+    assert not np.allclose(np.asarray(aux["material"]), np.asarray(value), atol=1e-3)  # the blend is visible
+    np.testing.assert_allclose(np.asarray(plain.root_value), np.asarray(value), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(blended.root_value), (np.asarray(value) + 3.0 * np.asarray(aux["material"])) / 4.0,
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(blended.action), np.asarray(plain.action))  # the prior is untouched
+
 # Golden: a fixed-seed search on fixed positions gives the stored result -------------
 
 GOLDEN = pathlib.Path(__file__).parent / "golden" / "search.json"

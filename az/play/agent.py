@@ -65,7 +65,11 @@ class Agent:
         return json.dumps({"model": c.model.to_dict(), "declaration": c.env.declaration, "movegen": c.env.movegen,
                            "considered": c.search.max_num_considered_actions,
                            "value_scale": c.search.value_scale,
-                           "history_window": c.search.history_window}, sort_keys=True)
+                           "considered_drops": c.search.considered_drops,
+                           "history_window": c.search.history_window,
+                           # only when set, so the programs of runs without it stay valid
+                           **({"material_utility": c.search.material_utility} if c.search.material_utility else {})},
+                          sort_keys=True)
 
     def search(self, num_simulations: int, *, batch: int, history: int, max_length: int = MATCH_MAX_LENGTH,
                pv_length: int = 1, quick: bool = False):

@@ -48,6 +48,9 @@ class ShogiKnowledge:
     mate_in_tree: bool = False  # a node whose side to move has a mate in one is won (a mate search per simulation)
     always_promote: bool = False  # pawns, bishops and rooks that may promote do (``searched_moves``)
     considered_drops: int = 0  # Gumbel: the root considers that many drops, the best by gumbel + logit
+    # Weight of the material head's forecast in every value the search reads (KataGo's
+    # score utility, with material as the score): (value + w * material) / (1 + w).
+    material_utility: float = 0.0
 
 
 def rules_from_config(env_config: ml_collections.ConfigDict) -> env.Rules:
@@ -176,6 +179,19 @@ def make_recurrent_fn(apply_fn: ApplyFn, tree_rules: env.Rules, *, mate_in_tree:
     return recurrent_fn
 
 
+def with_material_utility(apply_fn: ApplyFn, weight: float) -> ApplyFn:
+    """``apply_fn`` whose value is (value + weight * material) / (1 + weight): the
+    material head's forecast (``model.material_head``) read as a second utility, so the
+    search tells a piece about to be lost from a safe one before the value has learned
+    to; the sum stays in [-1, 1], below a won terminal's 1."""
+
+    def apply(params: Params, observation) -> tuple[Array, Array]:
+        logits, value, aux = apply_fn(params, observation, with_aux=True)
+        return logits, (value + weight * aux["material"]) / (1.0 + weight)
+
+    return apply
+
+
 class ShogiModel(NamedTuple):
     """Shogi as the search loops see it (``make_model``)."""
 
@@ -196,6 +212,8 @@ def make_model(apply_fn: ApplyFn, rules: env.Rules, knowledge: ShogiKnowledge) -
         raise ValueError(f"mate in one needs the dense move generator, not {rules.movegen!r}")
     always_promote = knowledge.always_promote
     tree_rules = dataclasses.replace(rules, history=knowledge.history_window)
+    if knowledge.material_utility:
+        apply_fn = with_material_utility(apply_fn, knowledge.material_utility)
 
     def root(params: Params, games: env.State) -> tuple[mctx.RootFnOutput, Array]:
         logits, value = network_forward(apply_fn, params, games, rules, always_promote=always_promote)

@@ -78,6 +78,9 @@ def _validate_search(c: ml_collections.ConfigDict) -> None:
              f"must be in [0, search.max_num_considered_actions = {s.max_num_considered_actions}]")
     _require(not s.considered_drops or s.algorithm == "gumbel", "search.considered_drops", s.considered_drops,
              "needs search.algorithm = 'gumbel'")
+    _require(s.material_utility >= 0, "search.material_utility", s.material_utility, "must be >= 0")
+    _require(not s.material_utility or c.model.material_head, "search.material_utility", s.material_utility,
+             "needs model.material_head = True")
 
 
 def _validate_selfplay(c: ml_collections.ConfigDict, num_devices: int) -> None:
