@@ -110,7 +110,6 @@ def test_the_parser_programs_load_in_a_later_process(tmp_path):
     assert runs[1] == {"loaded": True, "serialized": True, "sfen": expected, "ply": 3}
 
 
-
 @pytest.mark.parametrize("field, value", [("search.considered_drops", 2), ("search.material_utility", 1.0),
                                           ("search.max_num_considered_actions", 8), ("search.value_scale", 1.0)])
 def test_agent__a_playing_setting_of_its_own_gets_a_program_of_its_own(field, value):
@@ -129,6 +128,7 @@ def test_agent__a_playing_setting_of_its_own_gets_a_program_of_its_own(field, va
 
     assert program(**{field: value}) != program()
     assert program(**{"selfplay.num_games": 4, "learner.learning_rate": 0.5}) == program()
+
 
 @pytest.fixture(scope="module")
 def guarded_agent():

@@ -188,7 +188,6 @@ def test_search__zero_simulations_plays_the_priors_best_legal_move(games):
     assert np.asarray(out.visit_counts).sum() == 0
 
 
-
 def test_material_utility__the_search_reads_value_and_material_forecast_blended(games):
     net = AZNet(num_blocks=1, channels=8, value_hidden=8, material_head=True)
     params = network_lib.init_params(net, jax.random.key(1))
@@ -204,6 +203,7 @@ def test_material_utility__the_search_reads_value_and_material_forecast_blended(
     np.testing.assert_allclose(np.asarray(blended.root_value), (np.asarray(value) + 3.0 * np.asarray(aux["material"])) / 4.0,
                                rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(np.asarray(blended.action), np.asarray(plain.action))  # the prior is untouched
+
 
 # Golden: a fixed-seed search on fixed positions gives the stored result -------------
 

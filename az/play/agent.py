@@ -67,9 +67,7 @@ class Agent:
                            "value_scale": c.search.value_scale,
                            "considered_drops": c.search.considered_drops,
                            "history_window": c.search.history_window,
-                           # only when set, so the programs of runs without it stay valid
-                           **({"material_utility": c.search.material_utility} if c.search.material_utility else {})},
-                          sort_keys=True)
+                           "material_utility": c.search.material_utility}, sort_keys=True)
 
     def search(self, num_simulations: int, *, batch: int, history: int, max_length: int = MATCH_MAX_LENGTH,
                pv_length: int = 1, quick: bool = False):
