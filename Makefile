@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
-.PHONY: venv engines tpu-venv device-wheels train evolve test test-plan test-promises test-all bench
+.PHONY: venv engines tpu-venv device-wheels train evolve test test-heavy test-plan test-promises test-all bench
 venv: $(STAMP)
 
 # The reference engines for evaluation (Debian packages; root or sudo): fairy-stockfish, gpsshogi.
@@ -47,14 +47,20 @@ train: venv
 evolve: venv
 	$(BIN)/python evolve.py --config configs/ga_baseline.py --workdir runs/ga_baseline
 
-# The test suite CI runs (slow tests excluded); two workers, one test file each at a time.
+# The test suite CI runs (slow and heavy tests excluded); two workers, one test file each at a time.
 # XLA's CPU compiles dominate it. LLVM at -O0 with XLA's older fusion emitters compiles
 # them in about a third of the time (the dense move generator 21 s -> 5 s; the same programs,
 # run several times slower, which tests do not notice); not for test-plan, whose TPU cost
 # figures they would change, nor for real runs (at -O2 the older emitters run 1.5x slower).
 TEST_XLA_FLAGS := --xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false
 test: venv
-	XLA_FLAGS="$(TEST_XLA_FLAGS) $$XLA_FLAGS" $(BIN)/python -m pytest -m "not slow and not tpu_plan" -q -n 2 --dist loadfile
+	XLA_FLAGS="$(TEST_XLA_FLAGS) $$XLA_FLAGS" $(BIN)/python -m pytest -m "not slow and not heavy and not tpu_plan" -q -n 2 --dist loadfile
+
+# The tests that compile the playing agent or the mate in three (the USI engine with its
+# network, the agent's guards, the mate search against brute force): about 4 minutes on
+# two cores, most of it compiling; CI runs them after `test`.
+test-heavy: venv
+	XLA_FLAGS="$(TEST_XLA_FLAGS) $$XLA_FLAGS" $(BIN)/python -m pytest -m "heavy and not slow and not tpu_plan" -q -n 2 --dist loadfile
 
 # bench/tpu_plan.py compiled for a TPU topology on this machine (needs .venv-tpu; CI runs it).
 test-plan: venv tpu-venv

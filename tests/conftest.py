@@ -109,6 +109,15 @@ def pytest_report_header(config):
 HEAVY_FIRST = ("test_usi.py", "test_trainer.py", "test_scaleout.py", "test_search.py", "test_mate.py")
 
 
+# Fixtures that compile the whole playing agent (its search with the mate searches) or the
+# mate in three on its own, a minute or more each on a 2-core CPU: a test that uses one is
+# marked ``heavy``, which `make test` leaves to `make test-heavy` (CI runs both).
+HEAVY_FIXTURES = ("engine", "guarded_agent", "mate_in_three_cases")
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if any(name in HEAVY_FIXTURES for name in getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.heavy)
     rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(HEAVY_FIRST)))  # stable: file order kept otherwise

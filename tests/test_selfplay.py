@@ -131,6 +131,7 @@ def test_resign__false_resignations_are_the_would_resign_positions_of_sides_that
 # The mate guard on hand-made positions ------------------------------------------------
 
 
+@pytest.mark.heavy  # compiles the guard's mate in one over every candidate
 def test_the_selfplay_guard_plays_the_first_move_of_the_ranking_that_allows_no_mate_in_one():
     """Positions with moves after which the opponent mates in one (cshogi says which),
     each row playing one of them under a random ranking of its legal moves: the guard

@@ -558,11 +558,17 @@ def test_a_runners_game_length_limit_compiles_nothing_and_moves_come_in_time(fre
 
 
 def test_go_without_time_plays_the_policy_move_at_once(fresh):
+    """Every answer comes at once; the policy's move unless the machine is so loaded (the
+    other test worker compiling) that its run outlasts the deadline, when the host's
+    first legal move answers as designed. So up to three tries for the policy's move."""
     fresh.send("position startpos")
-    start = time.monotonic()
-    move, lines = fresh.go("go btime 0 wtime 0 byoyomi 0")
-    assert time.monotonic() - start < 0.5
-    assert_legal("startpos", move)
+    for _ in range(3):
+        start = time.monotonic()
+        move, lines = fresh.go("go btime 0 wtime 0 byoyomi 0")
+        assert time.monotonic() - start < 0.5
+        assert_legal("startpos", move)
+        if moves.HOST_FALLBACK_NOTE not in lines:
+            break
     assert "info string no time to search: the policy network's move" in lines
     assert " nodes 1 " in info_lines(lines)[0]
 
@@ -764,6 +770,7 @@ def test_cshogi_match_runner_plays_clean_games_at_one_second_byoyomi(fresh, work
     assert len(records) == 2 and all("azshogi" in r.read_text() for r in records)
 
 
+@pytest.mark.heavy  # compiles the network's search for the teacher set
 def test_report_teacher_measures_a_snapshots_policy(workdir, tmp_path):
     """``report teacher`` on the zeroed snapshot: equal logits, so its move is the first
     legal action, or where a pawn, bishop or rook may promote, the first such promotion
