@@ -5,6 +5,7 @@ Writes Elo with its interval, per-opening scores, game records (KIF, CSA) and th
     python eval.py --checkpoint runs/x[@STEP] --opponent usi:/usr/games/fairy-stockfish?nodes=1000 \
         --openings data/openings.tsv --out eval/x_vs_fs1k
     python eval.py --checkpoint runs/x --opponent greedy --games 40 --simulations 32
+    python eval.py --checkpoint runs/x --opponent greedy --search max_num_considered_actions=4
     python eval.py --player heuristic?depth=2 --opponent heuristic --openings data/openings.tsv
 """
 
@@ -24,6 +25,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="data/openings.tsv, or a file of SFEN / 'startpos moves' lines (default: the start position).")
     p.add_argument("--games", type=int, default=None, help="games in all (default: each opening twice)")
     p.add_argument("--simulations", type=int, default=800, help="search simulations per move of our agents.")
+    p.add_argument("--search", action="append", default=[], metavar="FIELD=VALUE",
+                   help="a playing-search setting of our agents in place of their snapshot's config.search, e.g. "
+                   "value_scale=0.5 (max_num_considered_actions, value_scale, considered_drops, history_window, "
+                   "material_utility); repeatable.")
     p.add_argument("--concurrency", type=int, default=1, help="games played at once.")
     p.add_argument("--out", default=None, help="directory for results.json, games/, plots (default eval/<names>)")
     p.add_argument("--resume", action="store_true", help="finish an interrupted match in --out.")

@@ -130,6 +130,41 @@ def test_agent__a_playing_setting_of_its_own_gets_a_program_of_its_own(field, va
     assert program(**{"selfplay.num_games": 4, "learner.learning_rate": 0.5}) == program()
 
 
+def test_load_agent__search_settings_replace_the_snapshot_s_and_name_the_agent(tmp_path):
+    """``eval.py --search``: a snapshot's agent with other playing-search settings gets
+    them (parsed as each field's type), a program and a name of its own; a field the
+    playing search is not built from, a value of the wrong type or one no search can use
+    is one error naming it, and the snapshot's own config is left as it was."""
+    import jax
+
+    from az import network as network_lib
+    from az import workdir as workdir_lib
+    from az.play import agent as agent_lib
+    from az.play import players
+    from configs import default
+
+    config = default.get_config("smoke")
+    params = network_lib.init_params(network_lib.make_network(config.model), jax.random.PRNGKey(0))
+    workdir_lib.save_snapshot(str(tmp_path), 3, params, config)
+    plain = agent_lib.load_agent(str(tmp_path))
+    changed = agent_lib.load_agent(str(tmp_path), search={"value_scale": "0.5", "max_num_considered_actions": "2"})
+    assert changed.config.search.value_scale == 0.5 and changed.config.search.max_num_considered_actions == 2
+    assert isinstance(changed.config.search.max_num_considered_actions, int)
+    assert changed.name == f"{tmp_path}@3 value_scale=0.5 max_num_considered_actions=2"
+    assert changed.program != plain.program
+    assert plain.config.search.value_scale == config.search.value_scale
+    assert agent_lib.load_agent(str(tmp_path)).config.search.value_scale == config.search.value_scale
+    player = players.parse_player(f"checkpoint:{tmp_path}", num_simulations=4, search={"value_scale": "2"})
+    assert player.agent.config.search.value_scale == 2.0 and player.name.endswith("value_scale=2.0 n=4")
+    cases = [({"gumbel_scale": "1"}, "'gumbel_scale': the playing search is built from"),
+             ({"max_num_considered_actions": "two"}, "max_num_considered_actions='two': not an int"),
+             ({"value_scale": "0"}, "value_scale=0.0: must be > 0"),
+             ({"material_utility": "1"}, "material_utility=1.0: needs model.material_head = True")]
+    for search, needle in cases:
+        with pytest.raises(players.PlayerError, match=needle.replace("(", r"\(")):
+            players.parse_player(f"checkpoint:{tmp_path}", search=search)
+
+
 @pytest.fixture(scope="module")
 def guarded_agent():
     """An untrained smoke-size agent, its search of the six positions (0 simulations) and

@@ -174,6 +174,7 @@ def test_eval_cli__errors_are_one_line(tmp_path):
         (["--checkpoint", str(tmp_path / "nowhere"), "--opponent", "random"], "no snapshots in"),
         (["--checkpoint", str(tmp_path), "--opponent", "usi:/no/such/engine"], "'/no/such/engine' not found"),
         (["--checkpoint", str(tmp_path), "--opponent", "random", "--openings", str(bad)], "openings.txt line 2"),
+        (["--checkpoint", str(tmp_path), "--opponent", "random", "--search", "value_scale"], "expected FIELD=VALUE"),
     ]
     for args, needle in cases:
         result = _eval_cli(*args)

@@ -266,16 +266,44 @@ def example_state(history: int) -> env.State:
     return notation.from_sfen(notation.STARTPOS_SFEN, env.Rules(history=history))
 
 
-def load_agent(spec: str, programs: programs_lib.Programs | None = None) -> Agent:
+def load_agent(spec: str, programs: programs_lib.Programs | None = None,
+               search: dict[str, str] | None = None) -> Agent:
     """The agent of a training workdir's snapshot, ``WORKDIR[@STEP]`` (default: latest),
-    compiling its searches into ``programs`` (default: programs of its own)."""
+    compiling its searches into ``programs`` (default: programs of its own). ``search``:
+    {field: value as text} replacing fields of the snapshot's ``config.search`` that the
+    playing search is built from (``az.search.PLAYING_FIELDS``); they join its name."""
     try:
         config, params, step = workdir_lib.load_snapshot(spec)
     except workdir_lib.SnapshotError as e:
         raise AgentError(str(e)) from None
     workdir, _ = workdir_lib.parse_spec(spec)
-    return Agent(config=config, params=params, step=step, name=f"{workdir}@{step}",
-                 programs=programs or programs_lib.Programs())
+    name = f"{workdir}@{step}"
+    if search:
+        config = with_search_settings(config, search)
+        name += " " + " ".join(f"{field}={config.search[field]}" for field in search)
+    return Agent(config=config, params=params, step=step, name=name, programs=programs or programs_lib.Programs())
+
+
+def with_search_settings(config: ml_collections.ConfigDict, settings: dict[str, str]) -> ml_collections.ConfigDict:
+    """A copy of ``config`` with ``settings`` ({field: text}) in its ``search``, each
+    parsed as the field's type; AgentError names an unknown field or a value no search
+    can use."""
+    config = ml_collections.ConfigDict(config.to_dict())
+    for field, text in settings.items():
+        if field not in search_lib.PLAYING_FIELDS:
+            raise AgentError(f"search setting {field!r}: the playing search is built from "
+                             f"{', '.join(search_lib.PLAYING_FIELDS)} only")
+        kind = type(config.search[field])
+        try:
+            config.search[field] = kind(text)
+        except ValueError:
+            raise AgentError(f"search setting {field}={text!r}: not a{'n' if kind is int else ''} "
+                             f"{kind.__name__}") from None
+    problem = search_lib.playing_field_problem(config.search, config.model.material_head)
+    if problem is not None:
+        field, why = problem
+        raise AgentError(f"search setting {field}={config.search[field]!r}: {why}")
+    return config
 
 
 def stack_states(states: list[env.State]) -> env.State:

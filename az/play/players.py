@@ -356,11 +356,11 @@ class _AgentSession(Session):
 class AgentPlayer(Player):
     """``checkpoint:WORKDIR[@STEP]``; its searches compile into ``programs`` (default: its own)."""
 
-    def __init__(self, spec: str, *, num_simulations: int, slots: int, seed: int = 0, programs=None):
+    def __init__(self, spec: str, *, num_simulations: int, slots: int, seed: int = 0, programs=None, search=None):
         from az.play import agent as agent_lib
 
         try:
-            self.agent = agent_lib.load_agent(spec, programs)
+            self.agent = agent_lib.load_agent(spec, programs, search)
         except agent_lib.AgentError as e:
             raise PlayerError(str(e)) from None
         self.name = f"{self.agent.name} n={num_simulations}"
@@ -382,10 +382,12 @@ class AgentPlayer(Player):
             self._server.close()
 
 
-def parse_player(spec: str, *, num_simulations: int = 800, slots: int = 1, seed: int = 0, programs=None) -> Player:
+def parse_player(spec: str, *, num_simulations: int = 800, slots: int = 1, seed: int = 0, programs=None,
+                 search: dict[str, str] | None = None) -> Player:
     """A player from its spec (see the module docstring); PlayerError names what is wrong.
     ``programs``: the ``az.play.programs.Programs`` an agent's searches compile into
-    (agents given the same one share them; default: programs of its own)."""
+    (agents given the same one share them; default: programs of its own). ``search``:
+    playing-search settings for a checkpoint's agent ({field: text}, ``agent.load_agent``)."""
     if spec in FloorPlayer._SESSIONS:
         return FloorPlayer(spec, seed)
     if spec.startswith("usi:"):
@@ -396,6 +398,6 @@ def parse_player(spec: str, *, num_simulations: int = 800, slots: int = 1, seed:
         return HeuristicPlayer(spec, seed)
     if spec.startswith("checkpoint:"):
         return AgentPlayer(spec[len("checkpoint:"):], num_simulations=num_simulations, slots=slots, seed=seed,
-                           programs=programs)
+                           programs=programs, search=search)
     raise PlayerError(f"player {spec!r}: expected checkpoint:WORKDIR[@STEP], usi:PATH[?...], fairy-stockfish?nodes=N, "
                       "gpsusi?depth=D, heuristic[:WEIGHTS][?depth=D], random or greedy")

@@ -103,6 +103,28 @@ _FULL_TREE = _GumbelLoop(reference.full_tree_gumbel_muzero, lambda tree: tree.su
                          reserves=False)
 
 
+# The fields of ``config.search`` that the playing agent's search is built from (the rest
+# only shape self-play: noise, simulations per move, mates in the tree, promotions).
+PLAYING_FIELDS = ("max_num_considered_actions", "value_scale", "considered_drops", "history_window",
+                  "material_utility")
+
+
+def playing_field_problem(search_config: ml_collections.ConfigDict, material_head: bool) -> tuple[str, str] | None:
+    """The first of ``PLAYING_FIELDS`` whose value no search can use, as (field, why);
+    None when all are usable. Training's config check and the agent's overrides share it."""
+    s = search_config
+    checks = (
+        ("max_num_considered_actions", s.max_num_considered_actions >= 1, "must be >= 1"),
+        ("value_scale", s.value_scale > 0, "must be > 0"),
+        ("history_window", s.history_window >= 1, "must be >= 1"),
+        ("considered_drops", 0 <= s.considered_drops <= s.max_num_considered_actions,
+         f"must be in [0, search.max_num_considered_actions = {s.max_num_considered_actions}]"),
+        ("material_utility", s.material_utility >= 0, "must be >= 0"),
+        ("material_utility", not s.material_utility or material_head, "needs model.material_head = True"),
+    )
+    return next(((field, why) for field, ok, why in checks if not ok), None)
+
+
 def search_from_config(search_config: ml_collections.ConfigDict, apply_fn: ApplyFn, rules: env.Rules,
                        **overrides) -> SearchFn:
     """``make_search`` with a run's ``config.search``; ``overrides`` replace any field of

@@ -4,6 +4,7 @@ import math
 
 import ml_collections
 
+from az import search as search_lib
 from envs import starts
 
 
@@ -61,26 +62,17 @@ def _validate_search(c: ml_collections.ConfigDict) -> None:
     s = c.search
     _require(s.algorithm in ("gumbel", "puct"), "search.algorithm", s.algorithm, "must be 'gumbel' or 'puct'")
     _require(s.num_simulations >= 1, "search.num_simulations", s.num_simulations, "must be >= 1")
-    _require(
-        s.max_num_considered_actions >= 1,
-        "search.max_num_considered_actions",
-        s.max_num_considered_actions,
-        "must be >= 1",
-    )
+    problem = search_lib.playing_field_problem(s, c.model.material_head)
+    if problem is not None:
+        field, why = problem
+        _require(False, f"search.{field}", s[field], why)
     _require(s.gumbel_scale >= 0, "search.gumbel_scale", s.gumbel_scale, "must be >= 0")
-    _require(s.value_scale > 0, "search.value_scale", s.value_scale, "must be > 0")
     _require(s.dirichlet_alpha > 0, "search.dirichlet_alpha", s.dirichlet_alpha, "must be > 0")
     _require(0 <= s.dirichlet_fraction <= 1, "search.dirichlet_fraction", s.dirichlet_fraction, "must be in [0, 1]")
-    _require(s.history_window >= 1, "search.history_window", s.history_window, "must be >= 1")
     for field in ("mate_in_one", "mate_in_tree"):
         _require(not s[field] or c.env.movegen == "dense", f"search.{field}", s[field], "needs env.movegen = 'dense'")
-    _require(0 <= s.considered_drops <= s.max_num_considered_actions, "search.considered_drops", s.considered_drops,
-             f"must be in [0, search.max_num_considered_actions = {s.max_num_considered_actions}]")
     _require(not s.considered_drops or s.algorithm == "gumbel", "search.considered_drops", s.considered_drops,
              "needs search.algorithm = 'gumbel'")
-    _require(s.material_utility >= 0, "search.material_utility", s.material_utility, "must be >= 0")
-    _require(not s.material_utility or c.model.material_head, "search.material_utility", s.material_utility,
-             "needs model.material_head = True")
 
 
 def _validate_selfplay(c: ml_collections.ConfigDict, num_devices: int) -> None:
