@@ -2,12 +2,13 @@
 opponent has no legal move, or after which every reply allows one.
 
 ``mate_in_one(games [B]) -> (found [B], action [B])``. The dense core gives the legal
-moves that check (``envs.dense.checks``); up to ``width`` of them per game are played at
-once (a [B, width] batch through the core) and the opponent's legal moves counted,
-until every checking move has been tried or a mate found. A pawn-drop mate is no mate:
-that drop is illegal and never among the candidates. Cost per root: one legal-and-check
-analysis, then ``width`` env steps per round (rounds: the largest number of checking
-moves in the batch over ``width``; bench/mate_bench.py measures it).
+moves that check (``envs.dense.checks``); they are played ``width`` * B at a time,
+taken in order from one queue over the whole batch (a [width * B] batch through the
+core), and the opponent's legal moves counted, until every checking move has been tried
+or its game has a mate. A pawn-drop mate is no mate: that drop is illegal and never
+among the candidates. Cost per root: one legal-and-check analysis, then ``width`` env
+steps per round (rounds: the batch's checking moves over ``width`` * B, rounded up;
+bench/mate_bench.py measures it).
 ``mate_in_three(games [B], rules)`` answers each reply to each check with ``mate_in_one``.
 """
 
@@ -24,36 +25,44 @@ def checking_moves(games: env.State) -> Array:
     return checking & ~games.done[:, None]
 
 
-def mate_in_one(games: env.State, *, width: int = 8) -> tuple[Array, Array]:
-    """(found [B] bool, action [B] int32: the lowest mating action, 0 where none)."""
+def mate_in_one(games: env.State, *, width: int = 4) -> tuple[Array, Array]:
+    """(found [B] bool, action [B] int32: the lowest mating action, 0 where none).
+
+    The checking moves of the whole batch form one queue, game by game and each game's
+    in ascending action order; each round plays the next ``width`` * B of them. A round
+    costs the same whether its moves come from one game or many, so the number of rounds
+    follows the batch's total of checking moves, not its largest game's count (a root
+    with dozens of checking drops would otherwise cost every game of the batch as much)."""
     x = games.x
-    actions = jnp.arange(movegen.NUM_ACTIONS, dtype=jnp.int32)
     batch = x.board.shape[0]
+    slots = width * batch
+    queue_index = jnp.arange(batch * movegen.NUM_ACTIONS, dtype=jnp.int32)  # game * A + action
+    no_action = movegen.NUM_ACTIONS
 
     def more(carry):
-        remaining, _, _ = carry
+        remaining, _ = carry
         return remaining.any()
 
     def round_(carry):
-        remaining, found, action = carry
-        # The ``width`` lowest remaining checking moves of each game.
-        priority, picked = lax.top_k(jnp.where(remaining, movegen.NUM_ACTIONS - actions, 0), width)
-        valid = priority > 0
-        picked = picked.astype(jnp.int32)
-        repeated = jax.tree.map(lambda a: jnp.broadcast_to(a[:, None], (batch, width) + a.shape[1:]), x)
-        after = jax.vmap(jax.vmap(lambda x, a: movegen.advance(x, a, "dense")[0]))(repeated, jnp.where(valid, picked, 0))
-        mated = valid & ~after.legal_action_mask.any(axis=-1)  # [B, width]
-        hit = mated.any(axis=1)
-        first = jnp.take_along_axis(picked, jnp.argmax(mated, axis=1)[:, None], axis=1)[:, 0]
-        action = jnp.where(hit & ~found, first, action)
-        found = found | hit
-        last = jnp.max(jnp.where(valid, picked, -1), axis=1)
-        remaining = remaining & (actions > last[:, None]) & ~found[:, None]
-        return remaining, found, action
+        remaining, lowest = carry
+        queued = remaining.reshape(-1)
+        rank = jnp.cumsum(queued, dtype=jnp.int32) - 1
+        slot = jnp.where(queued & (rank < slots), rank, slots)  # past the end: dropped
+        picked = jnp.zeros(slots, jnp.int32).at[slot].set(queue_index, mode="drop")
+        valid = jnp.arange(slots) < queued.sum()
+        game, action = picked // movegen.NUM_ACTIONS, picked % movegen.NUM_ACTIONS
+        before = jax.tree.map(lambda a: a[game], x)
+        after = jax.vmap(lambda x, a: movegen.advance(x, a, "dense")[0])(before, action)
+        mated = valid & ~after.legal_action_mask.any(axis=-1)  # [slots]
+        lowest = lowest.at[game].min(jnp.where(mated, action, no_action))
+        # Later moves of a game are higher actions: once it has a mate they are not needed.
+        remaining = (queued & (rank >= slots)).reshape(batch, -1) & (lowest == no_action)[:, None]
+        return remaining, lowest
 
-    start = (checking_moves(games), jnp.zeros(batch, jnp.bool_), jnp.zeros(batch, jnp.int32))
-    _, found, action = lax.while_loop(more, round_, start)
-    return found, action
+    start = (checking_moves(games), jnp.full(batch, no_action, jnp.int32))
+    _, lowest = lax.while_loop(more, round_, start)
+    found = lowest < no_action
+    return found, jnp.where(found, lowest, 0)
 
 
 def mate_in_three(games: env.State, rules: env.Rules, *, max_checks: int = 32, max_evasions: int = 32,
