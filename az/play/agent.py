@@ -63,11 +63,8 @@ class Agent:
         agents of runs that differ only in how they trained share their compiled searches."""
         c = self.config
         return json.dumps({"model": c.model.to_dict(), "declaration": c.env.declaration, "movegen": c.env.movegen,
-                           "considered": c.search.max_num_considered_actions,
-                           "value_scale": c.search.value_scale,
-                           "considered_drops": c.search.considered_drops,
-                           "history_window": c.search.history_window,
-                           "material_utility": c.search.material_utility}, sort_keys=True)
+                           "search": {field: c.search[field] for field in search_lib.PLAYING_FIELDS}},
+                          sort_keys=True)
 
     def search(self, num_simulations: int, *, batch: int, history: int, max_length: int = MATCH_MAX_LENGTH,
                pv_length: int = 1, quick: bool = False):
