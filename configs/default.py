@@ -197,7 +197,7 @@ def _gpu_size(c: ml_collections.ConfigDict) -> None:
 
 def _cpu_size(c: ml_collections.ConfigDict) -> None:
     """The largest run still useful on a 2-core CPU in an hour."""
-    c.budget_games = 7000  # 41-54 min on 2 cores (docs/results.md); mate check 1.5x faster since (benchmarks.md)
+    c.budget_games = 7000  # 41-54 min on 2 cores (docs/results.md: four runs, the games vary)
     c.env.max_length = 256  # as the evaluation matches; more games end within an hour
     c.search.num_simulations = 16
     c.search.max_num_considered_actions = 8
