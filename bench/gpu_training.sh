@@ -11,11 +11,12 @@
 # train.log, metrics.jsonl, budget.json, speed.json, teacher.json, vs_greedy.json,
 # vs_heuristic.json, timings.txt.
 #
-#   bench/gpu_training.sh OUTDIR [PRESET] [--minutes M (6)] [--games N (108)] [--quick] [--plan]
+#   bench/gpu_training.sh OUTDIR [PRESET] [--minutes M (5)] [--games N (108)] [--quick] [--plan]
 #
 # PRESET defaults to configs/shogi816k_randomstart2.py:size=gpu_short,recipe=small
 # (docs/results.md, the GPU recipe). With the device tool: `bench/gpu_training.sh "$OUT"`
-# (carry .whl, as bench/device.sh); about 6 minutes of training and 2-3 of evaluation.
+# (carry .whl, as bench/device.sh). On an H200 (docs/results.md): 352 s of training, 136 s of
+# evaluation, 22 s for the speed; the call fits a 10-minute device limit.
 # --quick: the CPU rehearsal of every step (tests/test_gpu_training.py): the :smoke size of
 # PRESET's config file, a 1.5-minute budget, 4 games a match, 64 teacher positions.
 # --plan: print the commands, run nothing.
@@ -42,7 +43,7 @@ if [ "$quick" = 1 ]; then
     preset="${preset%%:*}:smoke"
     minutes="${minutes:-1.5}" games="${games:-4}" teacher_positions=64 concurrency=4
 else
-    minutes="${minutes:-6}" games="${games:-108}" teacher_positions=0 concurrency=54
+    minutes="${minutes:-5}" games="${games:-108}" teacher_positions=0 concurrency=54
 fi
 [[ "$minutes" =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "error: --minutes $minutes: a number of minutes" >&2; exit 2; }
 [[ "$games" =~ ^[1-9][0-9]*$ ]] || { echo "error: --games $games: a positive whole number" >&2; exit 2; }

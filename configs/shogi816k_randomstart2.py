@@ -3,10 +3,10 @@ of the game budget, RandomStart2 starts after.
 
     python train.py --config configs/shogi816k_randomstart2.py --workdir runs/shogi816k_randomstart2
 
-The GPU recipe, six minutes on one GPU (docs/results.md, the GPU recipe), and its CPU proxy:
+The GPU recipe, five minutes on one GPU (docs/results.md, the GPU recipe), and its CPU proxy:
 
     python train.py --config configs/shogi816k_randomstart2.py:size=gpu_short,recipe=small --workdir runs/gpu_short \
-        --budget_minutes 6
+        --budget_minutes 5
     python train.py --config configs/shogi816k_randomstart2.py:size=cpu_short,recipe=small --workdir runs/gpu_proxy \
         --budget_minutes 20
 """

@@ -42,6 +42,8 @@ def test_gpu_training__default_preset_is_the_gpu_recipe(tmp_path):
     result = _script(tmp_path, "--plan")
     assert result.returncode == 0, result.stderr
     assert "--config configs/shogi816k_randomstart2.py:size=gpu_short,recipe=small " in result.stdout
+    # Five minutes plus the guard's 45 s, the evaluation and the speed fit a 10-minute device call.
+    assert "--budget_minutes 5" in result.stdout and result.stdout.startswith("timeout -s TERM --kill-after=60 345 ")
 
 
 @pytest.mark.parametrize("args, culprit", [
