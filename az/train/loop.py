@@ -5,6 +5,7 @@ resuming from the workdir's latest checkpoint when there is one. With ``budget_m
 the game budget is what that much wall time holds, measured once (az/train/budget.py).
 """
 
+import contextlib
 import math
 import os
 import signal
@@ -110,12 +111,26 @@ def _start(config: ml_collections.ConfigDict, trainer: trainer_lib.Trainer,
     return state, 0
 
 
+@contextlib.contextmanager
+def transfer_guard(compiled: bool):
+    """No transfer between host and device inside an iteration. A first call also compiles,
+    and lowering reads the arrays the program closes over (pgx's tables) back from an
+    accelerator, so until ``compiled`` reads to the host pass; every later call runs the
+    same program and is checked whole."""
+    with jax.transfer_guard("disallow"):
+        if compiled:
+            yield
+        else:
+            with jax.transfer_guard_device_to_host("allow"):
+                yield
+
+
 def _iterate(config: ml_collections.ConfigDict, trainer: trainer_lib.Trainer, state: trainer_lib.TrainState,
              step: int) -> tuple[trainer_lib.TrainState, dict]:
     """Iteration ``step`` (counted from 1) and its host metrics, with the teacher
     agreement when due and the rates of the iteration's wall time."""
     start = time.time()
-    with jax.transfer_guard("disallow"):
+    with transfer_guard(compiled=trainer.iteration.compiled):
         state, device_metrics = trainer.iteration(state)
     metrics = metrics_lib.host_metrics(metrics_lib.to_host(device_metrics), trainer.scheme_names)
     seconds = time.time() - start

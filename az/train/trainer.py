@@ -306,6 +306,11 @@ class BudgetedIteration:
     def _cache_size(self) -> int:
         return self._jitted._cache_size()
 
+    @property
+    def compiled(self) -> bool:
+        """Has a call compiled the program (at any budget: the budget is an input)?"""
+        return self._cache_size() > 0
+
     def with_budget(self, budget_games: int) -> "BudgetedIteration":
         return BudgetedIteration(self._jitted, budget_games, self._sharding)
 
