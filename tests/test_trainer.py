@@ -359,6 +359,7 @@ def test_train__non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint
             metrics = {**metrics, "learned": jax.device_put(np.bool_(True)), "loss": nan}
         return state, metrics
 
+    poisoned.compiled = trainer.iteration.compiled  # the loop's transfer guard asks
     monkeypatch.setattr(trainer_lib, "make_trainer", lambda config, mesh: trainer._replace(iteration=poisoned))
     config = smoke_config("base")
     config.checkpoint.every_iterations = 1
@@ -450,6 +451,7 @@ def test_train__sigterm_finishes_the_iteration_saves_and_returns(smoke_runs, tmp
             os.kill(os.getpid(), signal.SIGTERM)
         return state, metrics
 
+    preempted.compiled = trainer.iteration.compiled  # the loop's transfer guard asks
     monkeypatch.setattr(trainer_lib, "make_trainer", lambda config, mesh: trainer._replace(iteration=preempted))
     config = smoke_config("base")
     config.checkpoint.every_iterations = 1000
