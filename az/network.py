@@ -74,12 +74,14 @@ class AZNet(nn.Module):
     drop_logit_init: float = 0.0  # the drop planes' initial bias: an untrained prior on drops
     legality_head: bool = False  # a sigmoid per action that predicts which moves are legal
     material_head: bool = False  # the value head also predicts a material balance in [-1, 1]
+    occupancy_head: bool = False  # the trunk also predicts each square's later occupant
 
     @nn.compact
     def __call__(self, observation: tuple[Array, Array], with_aux: bool = False):
         """-> (policy logits [B, 2187], value [B]), and with ``with_aux`` a dict of the
-        auxiliary heads built, third: "legality" logits [B, 2187], "material" [B] (the
-        learner's auxiliary targets; search never asks)."""
+        auxiliary heads built, third: "legality" logits [B, 2187], "material" [B],
+        "occupancy" logits [B, 81, 3] by square (empty, the mover's piece, the opponent's)
+        (the learner's auxiliary targets; search never asks)."""
         board_bytes, flags = observation  # [B, 648] uint8, [B, 57] bool
         h = Stem(self.channels, self.dtype, name="Conv_0")(board_bytes, flags)
         h = nn.relu(nn.LayerNorm(dtype=self.dtype)(h))
@@ -102,6 +104,12 @@ class AZNet(nn.Module):
             # From the policy's hidden planes: what makes a move legal is what the policy
             # must know to keep its mass on legal moves.
             aux["legality"] = _planes_to_actions(nn.Conv(NUM_DIRECTIONS, (1, 1), dtype=self.dtype, name="Legality")(hidden))
+
+        if self.occupancy_head:
+            # From the trunk itself: a target on every square, where the policy and value
+            # heads each see a summary (KataGo's ownership head, for pieces about to fall).
+            occupancy = nn.Conv(3, (1, 1), dtype=self.dtype, name="Occupancy")(h)  # [B, 9, 9, 3]
+            aux["occupancy"] = planes_to_squares(occupancy)
 
         v = nn.Conv(4, (1, 1), dtype=self.dtype, name="Conv_3")(h)
         v = nn.relu(nn.LayerNorm(dtype=self.dtype)(v)).reshape(h.shape[0], -1)
@@ -127,12 +135,17 @@ class AZNet(nn.Module):
         return jnp.repeat(self._direction_bias_init(key, (NUM_DIRECTIONS,), dtype), 81)
 
 
+def planes_to_squares(planes: Array) -> Array:
+    """[B, 9, 9, C] planes over the observation's squares -> [B, 81, C] by pgx's square
+    index (``file * 9 + rank``). The observation is pgx's board turned a quarter (spatial
+    [rank, 8 - file]); turn it back."""
+    return jnp.rot90(planes, k=1, axes=(1, 2)).reshape(planes.shape[0], 81, planes.shape[-1])
+
+
 def _planes_to_actions(planes: Array) -> Array:
-    """[B, 9, 9, 27] planes over the observation's squares -> [B, 2187] actions. The
-    observation is pgx's board turned a quarter (spatial [rank, 8 - file]); turn it back
-    to pgx's [file, rank] squares, then order actions direction-major."""
-    planes = jnp.rot90(planes, k=1, axes=(1, 2))  # [B, file, rank, 27]
-    return planes.reshape(planes.shape[0], 81, NUM_DIRECTIONS).transpose(0, 2, 1).reshape(planes.shape[0], -1)
+    """[B, 9, 9, 27] planes over the observation's squares -> [B, 2187] actions
+    (direction * 81 + square)."""
+    return planes_to_squares(planes).transpose(0, 2, 1).reshape(planes.shape[0], -1)
 
 
 def make_network(config) -> AZNet:
@@ -145,6 +158,7 @@ def make_network(config) -> AZNet:
         drop_logit_init=config.drop_logit_init,
         legality_head=config.legality_head,
         material_head=config.material_head,
+        occupancy_head=config.occupancy_head,
         dtype=jnp.bfloat16 if config.dtype == "bfloat16" else jnp.float32,
     )
 

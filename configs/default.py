@@ -128,6 +128,10 @@ def _fields() -> ml_collections.ConfigDict:
     c.model.material_head = False  # an auxiliary output of the value head: the material balance
     c.model.material_plies = 8  # ... this many plies later in the game (or at its end), the mover's view
     c.model.material_weight = 1.0  # ... its squared error's weight in the loss
+    c.model.occupancy_head = False  # an auxiliary head on the trunk: each square's occupant (empty,
+    # the mover's piece, the opponent's) occupancy_plies later (KataGo's ownership, for captures)
+    c.model.occupancy_plies = 4  # ... this many plies later in the game (or at its end)
+    c.model.occupancy_weight = 1.0  # ... its cross-entropy's weight in the loss (mean over squares)
 
     c.replay = ml_collections.ConfigDict()
     c.replay.capacity = 1024 * 32 * 32  # positions; a multiple of num_games * plies_per_iteration

@@ -240,3 +240,33 @@ def test_loss__material_head_regresses_the_scaled_future_material():
     assert float(parts[5]) == pytest.approx(expected, rel=1e-5)
     assert float(loss) == pytest.approx(float(parts[0]) + float(parts[1]) + 3.0 * expected, rel=1e-5)
     assert np.all(np.sign(-np.asarray(grads["m"])) == np.sign(target - np.tanh([0.0, 0.0, 0.5])))
+
+
+def test_loss__occupancy_head_is_a_cross_entropy_per_square():
+    """``occupancy_weight`` > 0: the mean over positions and squares of the softmax
+    cross-entropy of the head's three logits against each square's later occupant joins
+    the total times that weight, and its gradient raises the target's logit."""
+    from az.train.replay import Batch
+    from envs import env
+
+    def apply_fn(params, observations, with_aux=False):
+        n = observations[0].shape[0]
+        out = jnp.zeros((n, 2187)), jnp.zeros(n)
+        return (*out, {"occupancy": jnp.broadcast_to(params["o"], (n, 81, 3))}) if with_aux else out
+
+    occupancy = jnp.asarray(np.random.default_rng(0).integers(0, 3, (2, 81)), jnp.int32)
+    batch = Batch(board=jnp.full((2, 81), -1, jnp.int8), hand=jnp.zeros((2, 2, 7), jnp.int8),
+                  policy=jnp.zeros((2, 2187)), policy_weight=jnp.zeros(2), value=jnp.zeros(2), occupancy=occupancy)
+    logits = np.zeros((81, 3), np.float32)
+    logits[:, 1] = 1.0  # every square predicts the mover's piece most
+    fn = jax.value_and_grad(lambda p: learner.loss_fn(apply_fn, p, batch, env.Rules(), occupancy_weight=0.5),
+                            has_aux=True)
+    (loss, parts), grads = jax.jit(fn)({"o": jnp.asarray(logits)})
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    expected = -np.mean(np.take_along_axis(np.broadcast_to(log_p, (2, 81, 3)), np.asarray(occupancy)[..., None], -1))
+    assert float(parts[6]) == pytest.approx(expected, rel=1e-5)
+    assert float(loss) == pytest.approx(float(parts[0]) + float(parts[1]) + 0.5 * expected, rel=1e-5)
+    step = -np.asarray(grads["o"])
+    both = np.asarray(occupancy)[0] == np.asarray(occupancy)[1]  # squares whose two targets agree
+    target = np.asarray(occupancy)[0][both]
+    assert np.all(step[both][np.arange(both.sum()), target] > 0)

@@ -117,3 +117,38 @@ def test_network__material_head_reads_the_value_heads_hidden_layer():
     assert not np.allclose(aux["material"], value)
     params["params"]["Material"] = dict(params["params"]["Dense_1"])
     np.testing.assert_allclose(net.apply(params, observation, with_aux=True)[2]["material"], value, atol=1e-6)
+
+
+def test_planes_to_squares__turns_the_observation_back_to_pgx_squares():
+    """The observation's planes, turned back by the helper the policy and the occupancy
+    head share, sit on pgx's squares: each of the mover's piece planes (0-13) and the
+    opponent's (31-44) is where the board holds that piece, in positions that are not
+    symmetric."""
+    rules = env.Rules()
+    observe_parts = jax.jit(lambda s: env.observe_parts(s, rules))
+    for sfen in SFENS[1:]:
+        state = notation.from_sfen(sfen, rules)
+        board_bytes, _ = observe_parts(state)
+        squares = np.asarray(network_lib.planes_to_squares(movegen.unpack_board_planes(board_bytes[None])))[0]
+        board = np.asarray(state.x.board)
+        for piece in range(14):
+            np.testing.assert_array_equal(squares[:, piece], board == piece)
+            np.testing.assert_array_equal(squares[:, 31 + piece], board == 14 + piece)
+
+
+def test_network__occupancy_head_gives_three_logits_a_square_and_leaves_search_alone():
+    """occupancy_head=True adds a 1x1 head on the trunk, three logits per square; the
+    policy and value, and their parameter names, are unchanged."""
+    net = network_lib.AZNet(num_blocks=1, channels=4, value_hidden=8, occupancy_head=True)
+    params = network_lib.init_params(net, jax.random.key(0))
+    plain = network_lib.AZNet(num_blocks=1, channels=4, value_hidden=8)
+    plain_params = network_lib.init_params(plain, jax.random.key(0))
+    assert set(params["params"]) == set(plain_params["params"]) | {"Occupancy"}
+    observation = (jax.random.randint(jax.random.key(1), (3, 648), 0, 256).astype(jnp.uint8),
+                   jax.random.bernoulli(jax.random.key(2), 0.3, (3, 57)))
+    logits, value, aux = net.apply(params, observation, with_aux=True)
+    plain_logits, plain_value = plain.apply(
+        {"params": {k: v for k, v in params["params"].items() if k != "Occupancy"}}, observation)
+    np.testing.assert_allclose(logits, plain_logits, atol=1e-6)
+    np.testing.assert_allclose(value, plain_value, atol=1e-6)
+    assert list(aux) == ["occupancy"] and aux["occupancy"].shape == (3, 81, 3)

@@ -378,3 +378,57 @@ def test_future_material__counts_k_plies_on_in_the_same_game_from_the_movers_vie
     batch = replay.sample(buffer, jax.random.key(0), 64, material_plies=2)
     assert batch.material.shape == (64,)
     assert replay.sample(buffer, jax.random.key(0), 64).material is None
+
+
+def test_future_occupancy__reads_the_board_k_plies_on_in_the_sampled_movers_frame():
+    """The games of ``future_material``'s test, each board holding two pieces whose
+    squares and kinds depend on the row and the column. A square's target is the occupant
+    of the board at min(row + k, the game's last row): where the same side moves there,
+    that board as it is (pieces 0-13 the mover's); where the other side does, turned half
+    a turn (square s reads square 80 - s) with the sides swapped."""
+    color = np.stack([np.arange(2 * T) % 2, (np.arange(2 * T) + 1) % 2, np.arange(2 * T) % 2], axis=1)
+    starts = np.zeros((2 * T, B), bool)
+    starts[0, :] = starts[6, 0] = True
+    ends = np.zeros((2 * T, B), bool)
+    ends[5, 0] = ends[7, 1] = True
+    boards = np.full((2 * T, B, 81), -1, np.int8)
+    for row in range(2 * T):
+        for column in range(B):
+            boards[row, column, (row * 7 + column * 11) % 81] = (row * 3 + column) % 14  # the mover's
+            boards[row, column, (row * 5 + column * 13 + 40) % 81] = 14 + (row + column) % 14  # the opponent's
+    buffer = replay.init(R, B)
+    for w in range(2):
+        rows = slice(w * T, (w + 1) * T)
+        plies = make_plies(color[rows], starts=starts[rows], ends=ends[rows], outcome_black=np.where(ends, 1.0, 0.0)[rows],
+                           write=w)
+        buffer = replay.add(buffer, plies._replace(board=jnp.asarray(boards[rows])))
+    known, _, buffer = label(buffer)
+    index = jnp.asarray(np.flatnonzero(known))
+    last_row = {0: 5, 1: 7}
+    flips = 0
+    for k in (1, 2, 4):
+        got = np.asarray(jax.jit(replay.future_occupancy, static_argnums=2)(buffer, index, k))
+        for i, occupancy in zip(np.asarray(index), got):
+            row, column = divmod(int(i), B)
+            later = min(row + k, last_row[column])
+            board = boards[later, column].astype(int)
+            if color[later, column] == color[row, column]:
+                expected = np.where(board < 0, replay.EMPTY, np.where(board < 14, replay.OWN, replay.OPPONENT))
+            else:
+                flips += 1
+                turned = board[::-1]
+                expected = np.where(turned < 0, replay.EMPTY, np.where(turned >= 14, replay.OWN, replay.OPPONENT))
+            np.testing.assert_array_equal(occupancy, expected, err_msg=str((k, row, column)))
+            assert (occupancy == replay.OWN).sum() == 1 and (occupancy == replay.OPPONENT).sum() == 1
+    assert flips > 0
+    batch = replay.sample(buffer, jax.random.key(0), 64, occupancy_plies=2)
+    assert batch.occupancy.shape == (64, 81)
+    mirrored = replay.sample(buffer, jax.random.key(0), 64, occupancy_plies=2, mirror=True)
+    board, twin = np.asarray(batch.board), np.asarray(movegen.mirror_board(batch.board))
+    asymmetric = (board != twin).any(-1)  # a symmetric board would not tell whether it was mirrored
+    flipped = asymmetric & (np.asarray(mirrored.board) == twin).all(-1)
+    kept = asymmetric & (np.asarray(mirrored.board) == board).all(-1)
+    assert flipped.any() and kept.any()
+    np.testing.assert_array_equal(mirrored.occupancy[flipped], movegen.mirror_board(batch.occupancy[flipped]))
+    np.testing.assert_array_equal(mirrored.occupancy[kept], batch.occupancy[kept])
+    assert replay.sample(buffer, jax.random.key(0), 64).occupancy is None

@@ -114,7 +114,7 @@ def _validate_model(c: ml_collections.ConfigDict) -> None:
 
 
 def _validate_replay(c: ml_collections.ConfigDict) -> None:
-    """The replay's fields, and the material head's horizon, which the replay must hold."""
+    """The replay's fields, and the auxiliary heads' horizons, which the replay must hold."""
     p, m = c.selfplay, c.model
     r = c.replay
     per_iteration = p.num_games * p.plies_per_iteration
@@ -141,6 +141,10 @@ def _validate_replay(c: ml_collections.ConfigDict) -> None:
              "model.material_plies", m.material_plies,
              f"must be an integer in [0, replay rows = {r.capacity // p.num_games})")
     _require(m.material_weight > 0, "model.material_weight", m.material_weight, "must be > 0")
+    _require(isinstance(m.occupancy_plies, int) and 1 <= m.occupancy_plies < r.capacity // p.num_games,
+             "model.occupancy_plies", m.occupancy_plies,
+             f"must be an integer in [1, replay rows = {r.capacity // p.num_games})")
+    _require(m.occupancy_weight > 0, "model.occupancy_weight", m.occupancy_weight, "must be > 0")
 
 
 def _validate_learner(c: ml_collections.ConfigDict, num_devices: int) -> None:

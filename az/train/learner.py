@@ -13,7 +13,12 @@ with a material head (``model.material_head``) adds the squared error of its out
 against tanh(material / ``MATERIAL_SCALE``), the mover's material balance in pawns
 ``model.material_plies`` plies later (``replay.future_material``), times
 ``model.material_weight``: the value's hidden layer then has to count material and see
-which pieces are about to change hands.
+which pieces are about to change hands. A network with an occupancy head
+(``model.occupancy_head``) adds the cross-entropy of each square's predicted occupant
+(empty, the mover's piece, the opponent's) ``model.occupancy_plies`` plies later
+(``replay.future_occupancy``), averaged over the 81 squares, times
+``model.occupancy_weight``: a target on every square of the trunk, as KataGo's
+ownership head, where a piece left to be taken shows as a square that changes sides.
 
 The learning rate follows the run's progress p = games finished / ``budget_games``
 (the same progress that moves start-scheme phases), so a schedule ends exactly when
@@ -93,17 +98,19 @@ class LossInfo(NamedTuple):
     value_accuracy: Array  # sign agreement on decided positions
     legality_loss: Array  # the legality head's cross-entropy (0 without the head)
     material_loss: Array  # the material head's squared error (0 without the head)
+    occupancy_loss: Array  # the occupancy head's cross-entropy per square (0 without the head)
     grad_norm: Array  # global gradient norm before clipping
     clipped: Array  # 1.0 when clipping scaled the gradient down, else 0.0
     learning_rate: Array
 
 
 def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules, *,
-            policy_over: str = "all", legality: bool = False, material_weight: float = 0.0) -> tuple[Array, tuple]:
+            policy_over: str = "all", legality: bool = False, material_weight: float = 0.0,
+            occupancy_weight: float = 0.0) -> tuple[Array, tuple]:
     observation = observations(batch.board, batch.hand, rules)
-    legality_loss = material_loss = jnp.float32(0)
-    material = material_weight > 0
-    if legality or material:
+    legality_loss = material_loss = occupancy_loss = jnp.float32(0)
+    material, occupancy = material_weight > 0, occupancy_weight > 0
+    if legality or material or occupancy:
         logits, value, aux = apply_fn(params, observation, with_aux=True)
     else:
         logits, value = apply_fn(params, observation)
@@ -113,6 +120,8 @@ def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules, *,
         legality_loss = optax.sigmoid_binary_cross_entropy(aux["legality"], legal.astype(jnp.float32)).mean()
     if material:
         material_loss = jnp.mean((aux["material"] - jnp.tanh(batch.material / MATERIAL_SCALE)) ** 2)
+    if occupancy:
+        occupancy_loss = optax.softmax_cross_entropy_with_integer_labels(aux["occupancy"], batch.occupancy).mean()
     if policy_over == "legal":
         # A finite fill keeps a row without legal moves finite (its target is 0 anyway).
         logits = jnp.where(legal, logits, -1e9)
@@ -125,20 +134,23 @@ def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules, *,
     decided = jnp.abs(batch.value) > 0.5
     agree = jnp.sign(value) == jnp.sign(batch.value)
     accuracy = (agree & decided).sum() / jnp.maximum(decided.sum(), 1)
-    return (policy_loss + value_loss + legality_loss + material_weight * material_loss,
-            (policy_loss, value_loss, entropy, accuracy, legality_loss, material_loss))
+    total = policy_loss + value_loss + legality_loss + material_weight * material_loss
+    return (total + occupancy_weight * occupancy_loss,
+            (policy_loss, value_loss, entropy, accuracy, legality_loss, material_loss, occupancy_loss))
 
 
 def make_update(apply_fn: Callable, optimizer: optax.GradientTransformation, rules: env.Rules, *, grad_clip: float,
-                policy_over: str = "all", legality: bool = False, material_weight: float = 0.0):
+                policy_over: str = "all", legality: bool = False, material_weight: float = 0.0,
+                occupancy_weight: float = 0.0):
     """``update(params, opt_state, batch, learning_rate) -> (params, opt_state, loss, LossInfo)``.
 
     ``grad_clip`` > 0 scales the gradient down to that global norm when it is larger
     (0: never); ``legality``: the network has a legality head to train; ``material_weight``
-    > 0: it has a material head, whose loss counts this much."""
+    > 0: it has a material head, whose loss counts this much; ``occupancy_weight`` > 0:
+    the same for an occupancy head."""
     grad_fn = jax.value_and_grad(
         lambda p, b: loss_fn(apply_fn, p, b, rules, policy_over=policy_over, legality=legality,
-                             material_weight=material_weight),
+                             material_weight=material_weight, occupancy_weight=occupancy_weight),
         has_aux=True)
 
     def update(params, opt_state, batch: Batch, rate: Array):

@@ -137,39 +137,71 @@ class Batch(NamedTuple):
     policy_weight: Array  # [N] float32, 1 where the policy is a target (a full search), else 0
     value: Array  # [N] float32
     material: Array | None = None  # [N] float32, the mover's material k plies later (``future_material``)
+    occupancy: Array | None = None  # [N, 81] int32, each square's occupant k plies later (``future_occupancy``)
 
 
-def future_material(replay: Replay, index: Array, plies: int) -> Array:
-    """The material balance (``movegen.material``, in pawns, from the view of the mover
-    at each flat ``index`` [N]) ``plies`` plies later in the same game, or at its last
-    position when it ends sooner: [N] float32. Only for positions whose game has ended
-    (``value_known``): their game's later rows are all in the buffer, up to its end."""
+def _later_rows(replay: Replay, index: Array, plies: int) -> tuple[Array, Array, Array]:
+    """For each flat ``index`` [N]: (its row, its column, the row ``plies`` plies later in
+    the same game, or of its last position when it ends sooner), each [N] int32. Only for
+    positions whose game has ended (``value_known``): their game's later rows are all in
+    the buffer, up to its end."""
     capacity, games = replay.filled.shape
     row, column = index // games, index % games
     ahead = (row[:, None] + jnp.arange(plies + 1)) % capacity  # [N, k+1]
     ends = replay.plies.ends_game[ahead, column[:, None]] & replay.filled[ahead, column[:, None]]
     first_end = jnp.where(ends.any(-1), jnp.argmax(ends, -1), plies)
-    later = ahead[jnp.arange(index.shape[0]), first_end]
+    return row, column, ahead[jnp.arange(index.shape[0]), first_end]
+
+
+def future_material(replay: Replay, index: Array, plies: int) -> Array:
+    """The material balance (``movegen.material``, in pawns, from the view of the mover
+    at each flat ``index`` [N]) ``plies`` plies later in the same game, or at its last
+    position when it ends sooner: [N] float32."""
+    row, column, later = _later_rows(replay, index, plies)
     p = replay.plies
     balance = movegen.material(p.board[later, column], p.hand[later, column])
     same_mover = p.color[later, column] == p.color[row, column]
     return jnp.where(same_mover, balance, -balance)
 
 
-def sample(replay: Replay, rng_key: Array, size: int, *, mirror: bool = False, material_plies: int = -1) -> Batch:
+EMPTY, OWN, OPPONENT = 0, 1, 2  # the occupancy classes
+
+
+def future_occupancy(replay: Replay, index: Array, plies: int) -> Array:
+    """Each square's occupant ``plies`` plies later in the same game, or at its last
+    position when it ends sooner, in the frame and from the view of the mover at each
+    flat ``index`` [N]: [N, 81] int32, ``EMPTY``, ``OWN`` or ``OPPONENT``. A piece of the
+    mover's that is captured in between stands as the capturer's or as empty."""
+    row, column, later = _later_rows(replay, index, plies)
+    p = replay.plies
+    board = p.board[later, column].astype(jnp.int32)  # [N, 81], the later mover's frame
+    same_mover = (p.color[later, column] == p.color[row, column])[:, None]
+    # The other mover's frame is the board turned half a turn, with the sides swapped.
+    board = jnp.where(same_mover, board, board[:, ::-1])
+    theirs = board >= 14
+    own = jnp.where(same_mover, ~theirs, theirs)
+    return jnp.where(board < 0, EMPTY, jnp.where(own, OWN, OPPONENT))
+
+
+def sample(replay: Replay, rng_key: Array, size: int, *, mirror: bool = False, material_plies: int = -1,
+           occupancy_plies: int = -1) -> Batch:
     """``size`` positions drawn uniformly (with replacement) among those with a target;
-    with ``mirror``, each is mirrored left to right (board and policy) with probability 1/2;
-    with ``material_plies`` >= 0, each comes with its ``future_material`` that many plies on."""
+    with ``mirror``, each is mirrored left to right (board, policy and occupancy) with
+    probability 1/2; with ``material_plies`` >= 0, each comes with its ``future_material``
+    that many plies on, with ``occupancy_plies`` >= 0 its ``future_occupancy``."""
     known = replay.value_known.reshape(-1)
     weights = known / jnp.maximum(known.sum(), 1)
     weights = jnp.where(known.any(), weights, 1.0 / known.shape[0])
     index = jax.random.choice(rng_key, known.shape[0], (size,), p=weights)
     flat = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), replay.plies)
     board, policy = flat.board[index], flat.policy[index].astype(jnp.float32)
+    occupancy = future_occupancy(replay, index, occupancy_plies) if occupancy_plies >= 0 else None
     if mirror:
         flip = jax.random.bernoulli(jax.random.fold_in(rng_key, 1), 0.5, (size,))
         board = jnp.where(flip[:, None], movegen.mirror_board(board), board)
         policy = jnp.where(flip[:, None], policy[:, movegen.MIRRORED_ACTIONS], policy)
+        if occupancy is not None:
+            occupancy = jnp.where(flip[:, None], movegen.mirror_board(occupancy), occupancy)
     return Batch(
         board=board,
         hand=flat.hand[index],
@@ -177,4 +209,5 @@ def sample(replay: Replay, rng_key: Array, size: int, *, mirror: bool = False, m
         policy_weight=flat.full_search[index].astype(jnp.float32),
         value=replay.value_target.reshape(-1)[index],
         material=future_material(replay, index, material_plies) if material_plies >= 0 else None,
+        occupancy=occupancy,
     )
