@@ -136,7 +136,7 @@ def test_loss__policy_targets_only_from_full_searches():
     targets = jax.nn.one_hot(jnp.asarray([5, 9, 9, 5]), 2187)
     batch = Batch(board=jnp.full((4, 81), -1, jnp.int8), hand=jnp.zeros((4, 2, 7), jnp.int8), policy=targets,
                   policy_weight=jnp.asarray([1.0, 0.0, 0.0, 1.0]), value=jnp.asarray([1.0, -1.0, 1.0, -1.0]))
-    loss, (policy_loss, value_loss, _, _, legality_loss, material_loss) = learner.loss_fn(
+    loss, (policy_loss, value_loss, _, _, legality_loss, material_loss, _) = learner.loss_fn(
         apply_fn, params, batch, env.Rules())
     assert float(legality_loss) == 0.0 and float(material_loss) == 0.0  # no auxiliary heads
     log_p = jax.nn.log_softmax(params["w"])
@@ -205,7 +205,7 @@ def test_loss__legality_head_learns_the_recomputed_legal_moves():
     rng = np.random.default_rng(2)
     params = {"w": jnp.zeros(2187), "legal": jnp.asarray(rng.normal(size=2187), jnp.float32)}
     fn = jax.value_and_grad(lambda p: learner.loss_fn(apply_fn, p, batch, env.Rules(), legality=True), has_aux=True)
-    (loss, (policy_loss, value_loss, _, _, legality_loss, _)), grads = jax.jit(fn)(params)
+    (loss, (policy_loss, value_loss, _, _, legality_loss, _, _)), grads = jax.jit(fn)(params)
 
     legal = np.asarray(start.legal_action_mask)
     z = np.asarray(params["legal"], np.float64)
