@@ -97,22 +97,30 @@ def test_network__legality_head_reads_the_policy_planes_in_the_same_action_order
     assert plain.apply(plain_params, observation, with_aux=True)[2] == {}
 
 
+def _with_and_without_head(head_param, **head):
+    """A small network with an auxiliary head and one without, on the same key: asserts the
+    head adds only `head_param` and leaves the policy and value as they were. Returns the
+    network, its parameters, an observation batch of 3, and the value and aux outputs."""
+    net = network_lib.AZNet(num_blocks=1, channels=4, value_hidden=8, **head)
+    params = network_lib.init_params(net, jax.random.key(0))
+    plain = network_lib.AZNet(num_blocks=1, channels=4, value_hidden=8)
+    plain_params = network_lib.init_params(plain, jax.random.key(0))
+    assert set(params["params"]) == set(plain_params["params"]) | {head_param}
+    observation = (jax.random.randint(jax.random.key(1), (3, 648), 0, 256).astype(jnp.uint8),
+                   jax.random.bernoulli(jax.random.key(2), 0.3, (3, 57)))
+    logits, value, aux = net.apply(params, observation, with_aux=True)
+    plain_logits, plain_value = plain.apply(
+        {"params": {k: v for k, v in params["params"].items() if k != head_param}}, observation)
+    np.testing.assert_allclose(logits, plain_logits, atol=1e-6)
+    np.testing.assert_allclose(value, plain_value, atol=1e-6)
+    return net, params, observation, value, aux
+
+
 def test_network__material_head_reads_the_value_heads_hidden_layer():
     """material_head=True adds a tanh unit on the value's hidden layer: given the value's
     own output weights it gives the value, so it reads that layer; other weights give
     another output. The policy and value, and their parameter names, are unchanged."""
-    net = network_lib.AZNet(num_blocks=1, channels=4, value_hidden=8, material_head=True)
-    params = network_lib.init_params(net, jax.random.key(0))
-    plain = network_lib.AZNet(num_blocks=1, channels=4, value_hidden=8)
-    plain_params = network_lib.init_params(plain, jax.random.key(0))
-    assert set(params["params"]) == set(plain_params["params"]) | {"Material"}
-    observation = (jax.random.randint(jax.random.key(1), (3, 648), 0, 256).astype(jnp.uint8),
-                   jax.random.bernoulli(jax.random.key(2), 0.3, (3, 57)))
-    logits, value, aux = net.apply(params, observation, with_aux=True)
-    plain_logits, plain_value = plain.apply({"params": {k: v for k, v in params["params"].items() if k != "Material"}},
-                                            observation)
-    np.testing.assert_allclose(logits, plain_logits, atol=1e-6)
-    np.testing.assert_allclose(value, plain_value, atol=1e-6)
+    net, params, observation, value, aux = _with_and_without_head("Material", material_head=True)
     assert aux["material"].shape == (3,) and np.all(np.abs(aux["material"]) <= 1)
     assert not np.allclose(aux["material"], value)
     params["params"]["Material"] = dict(params["params"]["Dense_1"])
@@ -139,16 +147,5 @@ def test_planes_to_squares__turns_the_observation_back_to_pgx_squares():
 def test_network__occupancy_head_gives_three_logits_a_square_and_leaves_search_alone():
     """occupancy_head=True adds a 1x1 head on the trunk, three logits per square; the
     policy and value, and their parameter names, are unchanged."""
-    net = network_lib.AZNet(num_blocks=1, channels=4, value_hidden=8, occupancy_head=True)
-    params = network_lib.init_params(net, jax.random.key(0))
-    plain = network_lib.AZNet(num_blocks=1, channels=4, value_hidden=8)
-    plain_params = network_lib.init_params(plain, jax.random.key(0))
-    assert set(params["params"]) == set(plain_params["params"]) | {"Occupancy"}
-    observation = (jax.random.randint(jax.random.key(1), (3, 648), 0, 256).astype(jnp.uint8),
-                   jax.random.bernoulli(jax.random.key(2), 0.3, (3, 57)))
-    logits, value, aux = net.apply(params, observation, with_aux=True)
-    plain_logits, plain_value = plain.apply(
-        {"params": {k: v for k, v in params["params"].items() if k != "Occupancy"}}, observation)
-    np.testing.assert_allclose(logits, plain_logits, atol=1e-6)
-    np.testing.assert_allclose(value, plain_value, atol=1e-6)
+    net, params, observation, value, aux = _with_and_without_head("Occupancy", occupancy_head=True)
     assert list(aux) == ["occupancy"] and aux["occupancy"].shape == (3, 81, 3)
