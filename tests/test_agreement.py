@@ -108,7 +108,7 @@ def test_wilson_interval__known_values():
     assert all(math.isnan(v) for v in agreement.wilson_interval(0, 0))
 
 
-def test_breakdown__phases_partition_the_positions(shipped):
+def test_breakdown__phases_and_starts_partition_the_positions(shipped):
     held = shipped.select(shipped.heldout)
     hits = np.arange(held.size) % 3 == 0
     table = agreement.breakdown(hits, held)
@@ -117,6 +117,10 @@ def test_breakdown__phases_partition_the_positions(shipped):
     phases = [name for name, _, _ in agreement.PHASES]
     assert sum(table[p]["positions"] for p in phases) == held.size
     assert table["drops"]["positions"] == int(held.drop.sum())
+    starts = [name for name in table if name.startswith("from ")]
+    assert sorted(starts) == ["from random_start(2)", "from shogi816k", "from standard"]
+    assert sum(table[s]["positions"] for s in starts) == held.size
+    assert sum(table[s]["agreement"] * table[s]["positions"] for s in starts) == pytest.approx(hits.sum())
     for row in table.values():
         assert row["low"] <= row["agreement"] <= row["high"]
 

@@ -122,14 +122,19 @@ def wilson_interval(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def breakdown(hits: np.ndarray, teacher_set: teacher_lib.TeacherSet) -> dict:
-    """Agreement with intervals overall, by game phase and for drops and promotions:
-    name -> {"agreement", "low", "high", "positions"}; ``hits`` [P] bool per position."""
+    """Agreement with intervals overall, by game phase, for drops and promotions, and by
+    the start scheme of the position's game ("from standard", "from shogi816k", ...: a
+    run's start schedule shows up as a gap between them): name -> {"agreement", "low",
+    "high", "positions"}; ``hits`` [P] bool per position."""
     hits = np.asarray(hits, bool)
     groups = {"all": np.ones(len(hits), bool)}
     for name, low, high in PHASES:
         groups[name] = (teacher_set.ply >= low) & (teacher_set.ply < high)
     groups["drops"] = teacher_set.drop
     groups["promotions"] = teacher_set.promotion
+    starts = np.asarray(teacher_set.start)
+    for scheme in sorted(set(teacher_set.start)):
+        groups[f"from {scheme}"] = starts == scheme
     out = {}
     for name, mask in groups.items():
         n, k = int(mask.sum()), int(hits[mask].sum())
