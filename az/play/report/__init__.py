@@ -14,13 +14,14 @@ king and rooks stand at ply 30 at points of training and their entropy over trai
 (Figs. 6-8), from the trainer's metrics. balance: the distribution of black's advantage
 over a start scheme's positions (Fig. 4, Table 2), by an engine's score at fixed nodes or a
 network's value. teacher: agreement of snapshots' policies and searches with the teacher
-set's moves (fairy-stockfish at 100k nodes), with 95% intervals, by game phase and for drops
-and promotions, beside the random, greedy and GA-heuristic baselines. ``curve`` also draws
-the teacher agreement the trainer logged, and with no --opponent only that. losses: how
-the first player of a match (eval.py's --checkpoint) lost each game it lost: walked into a
-mate in one where another move avoided it, or was mated with every move refuted, or
-otherwise. ladder: snapshots placed among the shipped players (random = 0) by one joint
-Bradley-Terry fit over every match, each snapshot playing only its neighbouring rungs.
+set's moves (fairy-stockfish at 100k nodes), with 95% intervals, by game phase, for drops
+and promotions, and by the start scheme of the position's game, beside the random, greedy
+and GA-heuristic baselines. ``curve`` also draws the teacher agreement the trainer
+logged, and with no --opponent only that. losses: how the first player of a match
+(eval.py's --checkpoint) lost each game it lost: walked into a mate in one where another
+move avoided it, or was mated with every move refuted, or otherwise. ladder: snapshots
+placed among the shipped players (random = 0) by one joint Bradley-Terry fit over every
+match, each snapshot playing only its neighbouring rungs.
 """
 
 import matplotlib

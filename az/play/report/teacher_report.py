@@ -1,5 +1,6 @@
 """Agreement of snapshots' policies and searches with the teacher set's moves, with 95%
-intervals, by game phase and for drops and promotions, beside the baselines."""
+intervals, by game phase, for drops and promotions and by the start scheme of the
+position's game, beside the baselines."""
 
 import functools
 import math
