@@ -367,6 +367,39 @@ def test_report__loss_causes_tell_avoidable_mates_in_one_from_forced_ones():
     assert report.loss_cause(helpers.ALL_THREATS, [move, _mating_reply(board)], "mate") == "forced_mate"
 
 
+def test_report__material_balance_after_the_opening_line(tmp_path):
+    """The first player's balance counts a capture on the board and in the captor's hand:
+    a bishop trade swings +18 then back to 0; a bishop left to a capture stays at -18.
+    The match table averages the games ply by ply, holding each ended game's last balance."""
+    import dataclasses
+
+    from az.play import report
+    from envs import records
+
+    opening = ["7g7f", "3c3d"]
+    trade = opening + ["8h2b+", "3a2b"]
+    hung = opening + ["1g1f", "2b8h+", "9g9f"]
+    start = cshogi.STARTING_SFEN
+    assert report.balance_after_opening(start, trade, 2, "black", horizon=3) == [0, 18, 0, 0]
+    assert report.balance_after_opening(start, trade, 2, "white", horizon=3) == [0, -18, 0, 0]
+    assert report.balance_after_opening(start, hung, 2, "black", horizon=4) == [0, 0, -18, -18, -18]
+
+    games = []
+    (tmp_path / "m" / "games").mkdir(parents=True)
+    for moves, result, reason in ((trade, "draw", "max_length"), (hung, "loss", "resign")):
+        name = f"{len(games):04d}.csa"
+        (tmp_path / "m" / "games" / name).write_text(records.to_csa(start, moves, end=reason))
+        games.append(dataclasses.asdict(match.GameResult(len(games), "o", "1", "black", result, reason,
+                                                           len(moves) - len(opening), "x.kif", name, moves)))
+    (tmp_path / "m" / "results.json").write_text(json.dumps({"first": "a", "second": "b", "games": games}))
+    table = report.match_losses(str(tmp_path / "m"))
+    assert table["players"] == "a vs b" and table["causes"] == {"resign": 1}
+    assert table["balance"][:4] == [0, 9, -9, -9] and table["balance"][-1] == -9
+    assert table["behind"] == 0.5  # the hung bishop's game is 18 down ten plies on
+    report.plot_balance_after_opening({"m": table}, str(tmp_path / "balance.png"))
+    assert (tmp_path / "balance.png").stat().st_size > 0
+
+
 def test_report__losses_of_a_match_dir_count_each_lost_game(tmp_path, capsys):
     """A match directory as ``Match`` writes it (results.json, games/*.csa): the first
     player's losses from the threat positions, one game it won and one drawn."""
@@ -403,7 +436,8 @@ def test_report__losses_of_a_match_dir_count_each_lost_game(tmp_path, capsys):
 
     assert report.main(["losses", str(tmp_path / "m"), "--out", str(tmp_path / "losses.json")]) == 0
     table = json.loads((tmp_path / "losses.json").read_text())[str(tmp_path / "m")]
-    assert table == {"games": 8, "losses": 6, "causes": expected}
+    assert {k: table[k] for k in ("games", "losses", "causes")} == {"games": 8, "losses": 6, "causes": expected}
+    assert len(table["balance"]) == report.matches.BALANCE_PLIES + 1 and (tmp_path / "losses.png").stat().st_size > 0
     capsys.readouterr()
     assert report.main(["losses", str(tmp_path / "nowhere")]) == 1
     err = capsys.readouterr().err.strip().splitlines()

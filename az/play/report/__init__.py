@@ -19,7 +19,8 @@ and promotions, and by the start scheme of the position's game, beside the rando
 and GA-heuristic baselines. ``curve`` also draws the teacher agreement the trainer
 logged, and with no --opponent only that. losses: how the first player of a match
 (eval.py's --checkpoint) lost each game it lost: walked into a mate in one where another
-move avoided it, or was mated with every move refuted, or otherwise. ladder: snapshots
+move avoided it, or was mated with every move refuted, or otherwise; and its material
+balance over the plies after the opening line, drawn beside the table. ladder: snapshots
 placed among the shipped players (random = 0) by one joint Bradley-Terry fit over every
 match, each snapshot playing only its neighbouring rungs.
 """
@@ -37,13 +38,20 @@ from az.play.report.curves import (  # noqa: E402
     read_metrics,
 )
 from az.play.report.heatmaps import heatmap_parts, plot_heatmaps, pooled_entropy  # noqa: E402
-from az.play.report.matches import loss_cause, match_losses, mates_in_one, plot_openings  # noqa: E402
+from az.play.report.matches import (  # noqa: E402
+    balance_after_opening,
+    loss_cause,
+    match_losses,
+    mates_in_one,
+    plot_balance_after_opening,
+    plot_openings,
+)
 from az.play.report.teacher_report import plot_teacher, teacher_agreement  # noqa: E402
 from az.play.report.cli import build_parser, main  # noqa: E402  (after the figures it calls)
 
 __all__ = [
-    "build_parser", "elo_curve", "engine_scores", "heatmap_parts", "loss_cause", "main", "match_losses",
-    "mates_in_one", "network_values", "plot_balance", "plot_elo_curve", "plot_heatmaps", "plot_openings",
+    "balance_after_opening", "build_parser", "elo_curve", "engine_scores", "heatmap_parts", "loss_cause", "main", "match_losses",
+    "mates_in_one", "network_values", "plot_balance", "plot_balance_after_opening", "plot_elo_curve", "plot_heatmaps", "plot_openings",
     "plot_teacher", "plot_teacher_curve", "pooled_entropy", "read_baselines", "read_metrics", "start_positions",
     "teacher_agreement",
 ]

@@ -9,7 +9,7 @@ from az.play.report.balance import engine_scores, network_values, plot_balance, 
 from az.play.report.curves import OVER, elo_curve, plot_teacher_curve, read_baselines, read_metrics
 from az.play.report.heatmaps import plot_heatmaps
 from az.play.report.ladder import DEFAULT_RUNGS, LadderSettings, ladder
-from az.play.report.matches import match_losses
+from az.play.report.matches import match_losses, plot_balance_after_opening
 from az.play.report.teacher_report import plot_teacher, teacher_agreement
 
 
@@ -71,9 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
     la.add_argument("--concurrency", type=int, default=1, help="games played at once.")
     la.add_argument("--out", default="ladder.png",
                     help="the plot; its .json and its matches (OUT_matches/, one folder per openings file) beside it.")
-    lo = sub.add_parser("losses", help="how the first player of matches lost (mates in one walked into).")
+    lo = sub.add_parser("losses", help="how the first player of matches lost (mates in one walked into) and its "
+                                       "material after the opening line.")
     lo.add_argument("matches", nargs="+", metavar="MATCH_DIR", help="eval.py --out directories.")
-    lo.add_argument("--out", default="losses.json", help="the table, as JSON.")
+    lo.add_argument("--out", default="losses.json", help="the table, as JSON; the material plot beside it (.png).")
     return parser
 
 
@@ -122,7 +123,8 @@ def main(argv=None) -> int:
             table = {match_dir: match_losses(match_dir) for match_dir in args.matches}
             with open(args.out, "w", encoding="utf-8") as f:
                 json.dump(table, f, indent=1)
-            print(json.dumps(table, indent=1))
+            plot_balance_after_opening(table, os.path.splitext(args.out)[0] + ".png")
+            print(json.dumps({d: {k: v for k, v in t.items() if k != "balance"} for d, t in table.items()}, indent=1))
         elif args.command == "heatmaps":
             plot_heatmaps(args.workdir, args.out, points=args.points)
         else:

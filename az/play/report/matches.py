@@ -1,5 +1,6 @@
-"""What a match's results say: the first player's score per opening (the paper's Fig. 3)
-and how it lost the games it lost (mates in one walked into, or forced)."""
+"""What a match's results say: the first player's score per opening (the paper's Fig. 3),
+how it lost the games it lost (mates in one walked into, or forced) and how its material
+went once the opening line ended."""
 
 import json
 import math
@@ -71,22 +72,78 @@ def loss_cause(start_sfen: str, moves: list[str], reason: str) -> str:
     return "avoidable_drop_mate" if drop else "avoidable_mate"
 
 
+# The material summary: the balance's mean over BALANCE_PLIES plies after the opening, and
+# the share of games at least BEHIND_BY down BEHIND_AT plies after it (a piece lost for
+# nothing counts twice: off its owner's board and into the captor's hand, so 10 is a silver).
+BALANCE_PLIES, BEHIND_AT, BEHIND_BY = 40, 10, 10
+
+
+def balance_after_opening(start_sfen: str, moves: list[str], opening_plies: int, color: str,
+                          horizon: int = BALANCE_PLIES) -> list[int]:
+    """[horizon + 1] ``color``'s material balance (``players.material``: P 1, L 3, N 4,
+    S 5, G 6, B 8, R 10, promoted pieces more; board and hands) 0..horizon plies after the
+    first ``opening_plies`` of ``moves``; a game that ended sooner keeps its last balance."""
+    import cshogi
+
+    from az.play.players import material
+    from envs import notation
+
+    side = cshogi.BLACK if color == "black" else cshogi.WHITE
+    board, _ = notation.play_line(start_sfen, moves[:opening_plies])
+    balances = [material(board, side)]
+    for move in moves[opening_plies:opening_plies + horizon]:
+        board.push_usi(move)
+        balances.append(material(board, side))
+    return balances + [balances[-1]] * (horizon + 1 - len(balances))
+
+
 def match_losses(match_dir: str) -> dict:
     """Counts of ``loss_cause`` over the games the first player of the match in
-    ``match_dir`` (eval.py's --out: results.json, games/*.csa) lost."""
+    ``match_dir`` (eval.py's --out: results.json, games/*.csa) lost, and its material
+    after the opening line over all games: ``balance`` [BALANCE_PLIES + 1], the mean
+    balance each ply after it, and ``behind``, the share of games BEHIND_BY or more down
+    BEHIND_AT plies after it (``balance_after_opening``)."""
     import cshogi.CSA
 
     path = os.path.join(match_dir, "results.json")
     if not os.path.isfile(path):
         raise ValueError(f"{match_dir}: no results.json (expected the --out directory of eval.py)")
     with open(path, encoding="utf-8") as f:
-        games = json.load(f)["games"]
+        results = json.load(f)
+    games = results["games"]
+    players = " vs ".join(results[k] for k in ("first", "second") if results.get(k))
     causes: dict = {}
+    balances = []
     for game in games:
+        record = cshogi.CSA.Parser.parse_file(os.path.join(match_dir, "games", game["csa"]))[0]
+        # ``plies`` counts the moves played after the opening line, which ``moves`` begins with.
+        balances.append(balance_after_opening(record.sfen, game["moves"], len(game["moves"]) - game["plies"],
+                                              game["player_color"]))
         if game["result"] != "loss":
             continue
-        record = cshogi.CSA.Parser.parse_file(os.path.join(match_dir, "games", game["csa"]))[0]
         reason = game["reason"] if game["plies"] >= 2 else "opening"  # no move of its own to judge
         cause = loss_cause(record.sfen, game["moves"], reason)
         causes[cause] = causes.get(cause, 0) + 1
-    return {"games": len(games), "losses": sum(causes.values()), "causes": causes}
+    mean = [round(sum(column) / len(column), 2) for column in zip(*balances)] if balances else []
+    behind = sum(b[BEHIND_AT] <= -BEHIND_BY for b in balances) / len(balances) if balances else 0.0
+    return {"games": len(games), "losses": sum(causes.values()), "causes": causes,
+            "players": players, "balance": mean, "behind": round(behind, 3)}
+
+
+def plot_balance_after_opening(tables: dict, path: str) -> None:
+    """The first player's mean material balance over the plies after the opening line, one
+    line per match (``match_losses``'s tables by match directory)."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for match_dir, table in tables.items():
+        label = f"{table['players'] or match_dir}: {100 * table['behind']:.0f}% of {table['games']} games " \
+                f"<= -{BEHIND_BY} at {BEHIND_AT}"
+        ax.plot(range(len(table["balance"])), table["balance"], label=label)
+    ax.axhline(0, color="gray", lw=1, ls="--")
+    ax.axvline(BEHIND_AT, color="gray", lw=0.5, ls=":")
+    ax.set_xlabel("plies after the opening line")
+    ax.set_ylabel("first player's material balance (P 1 ... R 10)")
+    ax.set_title("material after the opening (games that ended hold their last balance)", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
