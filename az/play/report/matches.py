@@ -132,18 +132,19 @@ def match_losses(match_dir: str) -> dict:
 
 def plot_balance_after_opening(tables: dict, path: str) -> None:
     """The first player's mean material balance over the plies after the opening line, one
-    line per match (``match_losses``'s tables by match directory)."""
+    line per match (``match_losses``'s tables by match directory), the legend below."""
+    import textwrap
+
     fig, ax = plt.subplots(figsize=(7, 4))
     for match_dir, table in tables.items():
         label = f"{table['players'] or match_dir}: {100 * table['behind']:.0f}% of {table['games']} games " \
                 f"<= -{BEHIND_BY} at {BEHIND_AT}"
-        ax.plot(range(len(table["balance"])), table["balance"], label=label)
+        ax.plot(range(len(table["balance"])), table["balance"], label=textwrap.fill(label, 90))
     ax.axhline(0, color="gray", lw=1, ls="--")
     ax.axvline(BEHIND_AT, color="gray", lw=0.5, ls=":")
     ax.set_xlabel("plies after the opening line")
     ax.set_ylabel("first player's material balance (P 1 ... R 10)")
     ax.set_title("material after the opening (games that ended hold their last balance)", fontsize=9)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.15))
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
