@@ -383,6 +383,8 @@ def test_report__material_balance_after_the_opening_line(tmp_path):
     assert report.balance_after_opening(start, trade, 2, "black", horizon=3) == [0, 18, 0, 0]
     assert report.balance_after_opening(start, trade, 2, "white", horizon=3) == [0, -18, 0, 0]
     assert report.balance_after_opening(start, hung, 2, "black", horizon=4) == [0, 0, -18, -18, -18]
+    # a game lost on an illegal move (recorded last) holds the balance before it
+    assert report.balance_after_opening(start, hung + ["2c2g+"], 2, "black", horizon=5) == [0, 0, -18, -18, -18, -18]
 
     games = []
     (tmp_path / "m" / "games").mkdir(parents=True)

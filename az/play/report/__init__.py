@@ -50,8 +50,8 @@ from az.play.report.teacher_report import plot_teacher, teacher_agreement  # noq
 from az.play.report.cli import build_parser, main  # noqa: E402  (after the figures it calls)
 
 __all__ = [
-    "balance_after_opening", "build_parser", "elo_curve", "engine_scores", "heatmap_parts", "loss_cause", "main", "match_losses",
-    "mates_in_one", "network_values", "plot_balance", "plot_balance_after_opening", "plot_elo_curve", "plot_heatmaps", "plot_openings",
-    "plot_teacher", "plot_teacher_curve", "pooled_entropy", "read_baselines", "read_metrics", "start_positions",
-    "teacher_agreement",
+    "balance_after_opening", "build_parser", "elo_curve", "engine_scores", "heatmap_parts", "loss_cause", "main",
+    "match_losses", "mates_in_one", "network_values", "plot_balance", "plot_balance_after_opening", "plot_elo_curve",
+    "plot_heatmaps", "plot_openings", "plot_teacher", "plot_teacher_curve", "pooled_entropy", "read_baselines",
+    "read_metrics", "start_positions", "teacher_agreement",
 ]

@@ -92,7 +92,10 @@ def balance_after_opening(start_sfen: str, moves: list[str], opening_plies: int,
     board, _ = notation.play_line(start_sfen, moves[:opening_plies])
     balances = [material(board, side)]
     for move in moves[opening_plies:opening_plies + horizon]:
-        board.push_usi(move)
+        parsed = board.move_from_usi(move)
+        if not parsed or not board.is_legal(parsed):  # an illegal last move, which lost the game
+            break
+        board.push(parsed)
         balances.append(material(board, side))
     return balances + [balances[-1]] * (horizon + 1 - len(balances))
 
