@@ -27,8 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--simulations", type=int, default=800, help="search simulations per move of our agents.")
     p.add_argument("--search", action="append", default=[], metavar="FIELD=VALUE",
                    help="a playing-search setting of our agents in place of their snapshot's config.search, e.g. "
-                   "value_scale=0.5 (max_num_considered_actions, value_scale, considered_drops, history_window, "
-                   "material_utility); repeatable.")
+                   "value_scale=0.5 (max_num_considered_actions, value_scale, considered_drops, considered_captures, "
+                   "history_window, material_utility); repeatable.")
     p.add_argument("--concurrency", type=int, default=1, help="games played at once.")
     p.add_argument("--out", default=None, help="directory for results.json, games/, plots (default eval/<names>)")
     p.add_argument("--resume", action="store_true", help="finish an interrupted match in --out.")

@@ -91,6 +91,9 @@ def _fields() -> ml_collections.ConfigDict:
     # Drops the root always considers (gumbel only), the best by gumbel + logit: the prior
     # ranks every drop below the board moves, so without them no drop is ever searched.
     c.search.considered_drops = 0
+    # Gumbel: the root also considers this many captures (the best by gumbel + logit),
+    # however low their prior; within the m, as the drops.
+    c.search.considered_captures = 0
     c.search.value_scale = 0.1  # c_scale: sigma(q) = (50 + max N) c_scale q, mctx's default (gumbel only)
     c.search.gumbel_scale = 1.0  # Gumbel noise at the root in self-play
     c.search.dirichlet_alpha = 0.15  # puct only, as AlphaZero for shogi; the noise covers legal moves only

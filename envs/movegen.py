@@ -64,6 +64,14 @@ unpack_board_planes = dense.unpack_board_planes  # [..., 648] uint8 -> [..., 9, 
 pack_board_planes = dense.pack_board_planes  # and back
 
 
+def capture_actions(board: Array) -> Array:
+    """[A] bool: the board moves (directions 0-19) onto a square the opponent holds, in
+    the mover's frame ([81] board: 0-13 the mover's pieces, 14-27 the opponent's, -1
+    empty); legal or not."""
+    opponent = jnp.asarray(board) >= 14
+    return jnp.concatenate([jnp.tile(opponent, PAWN_DROP), jnp.zeros(NUM_ACTIONS - PAWN_DROP * 81, jnp.bool_)])
+
+
 def _pgx_analyze(x: GameState) -> tuple[Array, Array]:
     """pgx's legal mask with the pawn-drop mates it allows removed, and the check test."""
     mask = pgx_core.pgx_mask(x)

@@ -282,3 +282,27 @@ def test_legal_action_mask__pawn_drop_mate_regression_pgx_edge_bug():
     # The position still trips pgx's own generator (else this test would prove nothing).
     assert bool(jax.jit(pgx_shogi._legal_action_mask)(state.x)[action])
     assert "P*1c" not in notation.legal_moves(state)
+
+
+def test_capture_actions__the_legal_captures_are_cshogis_for_both_movers():
+    """``movegen.capture_actions`` on the legal mask: exactly cshogi's legal moves onto an
+    occupied square, on scattered positions with Black and White to move."""
+    from envs import movegen
+    from helpers import random_scattered_sfen
+
+    rng = np.random.default_rng(7)
+    captures = jax.jit(lambda s: movegen.capture_actions(s.x.board) & s.legal_action_mask)
+    seen = 0
+    for i in range(12):
+        sfen = random_scattered_sfen(rng)
+        if i % 2:
+            sfen = rotate_sfen(sfen)
+        board = cshogi_board(sfen)
+        expected = {cshogi.move_to_usi(m) for m in board.legal_moves
+                    if not cshogi.move_is_drop(m) and board.piece(cshogi.move_to(m)) != cshogi.NONE}
+        state = notation.from_sfen(sfen)
+        mask = np.asarray(captures(state))
+        got = {notation.action_to_usi(state, a) for a in np.flatnonzero(mask)}
+        assert got == expected, sfen
+        seen += len(expected)
+    assert seen > 20, "the positions hold captures to check"

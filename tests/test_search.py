@@ -273,10 +273,11 @@ def test_compact_tree__same_search_as_the_full_tree_on_positions_with_drops():
         assert (np.asarray(got.pv)[:, 2] >= 0).any(), "the trees are deep enough for a PV of 3"
 
 
-def test_considered_drops__needs_the_gumbel_search_on_the_compact_tree():
-    knowledge = search_lib.ShogiKnowledge(considered_drops=2)
+@pytest.mark.parametrize("field", ["considered_drops", "considered_captures"])
+def test_reserved_actions__need_the_gumbel_search_on_the_compact_tree(field):
+    knowledge = search_lib.ShogiKnowledge(**{field: 2})
     for make, algorithm in ((search_lib.make_search, "puct"), (search_lib.make_reference_search, "gumbel")):
-        with pytest.raises(ValueError, match="considered_drops=2 needs the Gumbel search on the compact tree"):
+        with pytest.raises(ValueError, match=f"{field}=2 needs the Gumbel search on the compact tree"):
             make(NET.apply, RULES, search_lib.SearchSettings(algorithm=algorithm, num_simulations=4),
                  knowledge=knowledge)
 
@@ -306,6 +307,38 @@ def test_considered_drops__the_root_searches_drops_its_prior_ranks_last():
             np.argsort(-drop_logits)[:2].tolist()), row
         board_best = np.max(np.where(legal[row] & ~movegen.DROP_ACTIONS, logits[row], -np.inf))
         assert drop_logits.max() < board_best - 20, "the drops are the prior's last moves"
+
+
+@pytest.mark.slow  # a compile of its own (~20 s)
+def test_considered_captures__the_root_searches_captures_its_prior_ranks_last():
+    """A network whose captures sit 30 logits below every other move: with two reserved
+    captures the root visits the two best captures of each position by logit, beside two
+    reserved drops; without, none."""
+    games = stack([shogi.from_sfen(s, RULES) for s in WIDE_SFENS])
+    captures = np.asarray(jax.vmap(lambda s: movegen.capture_actions(s.x.board))(games))
+    legal = np.asarray(games.legal_action_mask)
+    assert (legal & captures).any(-1).all(), "each position has a capture"
+
+    def apply_without_captures(params, observation):
+        logits, value = NET.apply(params, observation)
+        return logits.reshape(logits.shape[0], -1) - 30.0 * jnp.asarray(captures), value
+
+    def visits(considered_captures):
+        search = jax.jit(search_lib.make_search(
+            apply_without_captures, RULES,
+            search_lib.SearchSettings(num_simulations=16, max_num_considered_actions=8, gumbel_scale=0.0),
+            knowledge=search_lib.ShogiKnowledge(considered_drops=2, considered_captures=considered_captures)))
+        return np.asarray(search(params, jax.random.key(0), games).visit_counts)
+
+    params = init_params(0)
+    assert (visits(0) * captures).sum() == 0
+    got = visits(2)
+    logits = np.asarray(search_lib.network_forward(apply_without_captures, params, games, RULES)[0])
+    for row in range(len(WIDE_SFENS)):
+        capture_logits = np.where(legal[row] & captures[row], logits[row], -np.inf)
+        best = np.argsort(-capture_logits)[: min(2, int(np.isfinite(capture_logits).sum()))]
+        assert set(np.flatnonzero(got[row] * captures[row]).tolist()) == set(best.tolist()), row
+        assert (got[row] * movegen.DROP_ACTIONS).astype(bool).sum() >= 2, "the reserved drops are still searched"
 
 
 if __name__ == "__main__":

@@ -208,8 +208,7 @@ def test_compact_tree__reserved_actions_are_considered_however_low_their_prior()
 
     def visits(num_reserved):
         out = gumbel.gumbel_muzero(PARAMS, key, root, model, invalid_actions=invalid, num_simulations=N_WIDE,
-                                   max_num_considered_actions=M_WIDE, reserved_actions=reserved,
-                                   num_reserved=num_reserved)
+                                   max_num_considered_actions=M_WIDE, reserved=((reserved, num_reserved),))
         return np.asarray(gumbel.summarize(out.search_tree).visit_counts)
 
     assert visits(0)[:, reserved].sum() == 0
@@ -225,7 +224,37 @@ def test_compact_tree__reserved_actions_are_considered_however_low_their_prior()
         assert set(np.flatnonzero(got[row] * reserved).tolist()) == best, row
     with pytest.raises(ValueError, match="num_reserved 2 needs reserved_actions"):
         gumbel.gumbel_muzero(PARAMS, key, root, model, invalid_actions=invalid, num_simulations=N_WIDE,
-                             max_num_considered_actions=M_WIDE, num_reserved=2)
+                             max_num_considered_actions=M_WIDE, reserved=((None, 2),))
+
+
+def test_compact_tree__two_reserved_classes_one_per_root():
+    """Two classes at once, the second a mask per root [B, A] (shogi's captures): each
+    class's best valid actions by gumbel + logit are considered, a root with one valid
+    action of a class lifts just that one, and the rest of the m slots go by gumbel + logit."""
+    model = functools.partial(recurrent_fn, num_actions=WIDE)
+    root, invalid = make_root(WIDE)
+    first = np.arange(WIDE) >= 56
+    rng = np.random.default_rng(0)
+    second = (rng.random((root.value.shape[0], WIDE)) < 0.1) & ~first[None]
+    second[0] = False
+    second[0, 5] = True  # one action of the class in the first root
+    low = first[None] | second
+    root = root.replace(prior_logits=root.prior_logits - 30.0 * low)
+    key = jax.random.key(4)
+    out = gumbel.gumbel_muzero(PARAMS, key, root, model, invalid_actions=invalid, num_simulations=N_WIDE,
+                               max_num_considered_actions=6, reserved=((first, 2), (jnp.asarray(second), 2)))
+    got = np.asarray(gumbel.summarize(out.search_tree).visit_counts) > 0
+    noise = jax.random.gumbel(jax.random.split(key)[1], root.prior_logits.shape)
+    scores = np.where(np.asarray(invalid), -np.inf, np.asarray(noise + root.prior_logits))
+    for row in range(scores.shape[0]):
+        lifted = set()
+        for mask in (first, second[row]):
+            class_scores = np.where(mask, scores[row], -np.inf)
+            lifted |= set(np.argsort(-class_scores)[: min(2, int(np.isfinite(class_scores).sum()))].tolist())
+        others = np.where(np.isin(np.arange(WIDE), list(lifted)), -np.inf, scores[row])
+        free = min(6, int(np.isfinite(scores[row]).sum())) - len(lifted)
+        expected = lifted | set(np.argsort(-others)[:free].tolist())
+        assert set(np.flatnonzero(got[row]).tolist()) == expected, row
 
 
 def test_compact_tree__slots_cover_the_most_visited_node():

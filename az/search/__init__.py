@@ -95,7 +95,7 @@ class _GumbelLoop(NamedTuple):
     policy: Callable  # gumbel.gumbel_muzero's signature, less the reserved actions unless ``reserves``
     summarize: Callable  # tree -> visit_counts [B, A], qvalues [B, A], value [B]
     principal_variation: Callable  # (tree, action [B], L) -> [B, L]
-    reserves: bool  # takes ``reserved_actions`` and ``num_reserved``
+    reserves: bool  # takes ``reserved``
 
 
 _COMPACT_TREE = _GumbelLoop(gumbel.gumbel_muzero, gumbel.summarize, gumbel.principal_variation, reserves=True)
@@ -105,8 +105,8 @@ _FULL_TREE = _GumbelLoop(reference.full_tree_gumbel_muzero, lambda tree: tree.su
 
 # The fields of ``config.search`` that the playing agent's search is built from (the rest
 # only shape self-play: noise, simulations per move, mates in the tree, promotions).
-PLAYING_FIELDS = ("max_num_considered_actions", "value_scale", "considered_drops", "history_window",
-                  "material_utility")
+PLAYING_FIELDS = ("max_num_considered_actions", "value_scale", "considered_drops", "considered_captures",
+                  "history_window", "material_utility")
 
 
 def playing_field_problem(search_config: ml_collections.ConfigDict, material_head: bool) -> tuple[str, str] | None:
@@ -119,6 +119,9 @@ def playing_field_problem(search_config: ml_collections.ConfigDict, material_hea
         ("history_window", s.history_window >= 1, "must be >= 1"),
         ("considered_drops", 0 <= s.considered_drops <= s.max_num_considered_actions,
          f"must be in [0, search.max_num_considered_actions = {s.max_num_considered_actions}]"),
+        ("considered_captures", 0 <= s.considered_captures <= s.max_num_considered_actions - s.considered_drops,
+         f"must be in [0, search.max_num_considered_actions - search.considered_drops = "
+         f"{s.max_num_considered_actions - s.considered_drops}]"),
         ("material_utility", s.material_utility >= 0, "must be >= 0"),
         ("material_utility", not s.material_utility or material_head, "needs model.material_head = True"),
     )
@@ -154,7 +157,7 @@ def make_search(apply_fn: ApplyFn, rules: env.Rules, settings: SearchSettings, *
 
     ``settings.algorithm`` "gumbel" runs Gumbel MuZero on the compact tree
     (``gumbel.gumbel_muzero``), "puct" AlphaZero's PUCT with ``with_dirichlet_noise`` at
-    the root (``puct.puct``). ``knowledge.considered_drops`` needs Gumbel.
+    the root (``puct.puct``). ``knowledge.considered_drops`` and ``considered_captures`` need Gumbel.
     """
     return _make_search(apply_fn, rules, settings, knowledge, _COMPACT_TREE)
 
@@ -169,8 +172,9 @@ def make_reference_search(apply_fn: ApplyFn, rules: env.Rules, settings: SearchS
 
 def _make_search(apply_fn: ApplyFn, rules: env.Rules, settings: SearchSettings, knowledge: ShogiKnowledge,
                  gumbel_loop: _GumbelLoop) -> SearchFn:
-    if knowledge.considered_drops and (settings.algorithm != "gumbel" or not gumbel_loop.reserves):
-        raise ValueError(f"considered_drops={knowledge.considered_drops} needs the Gumbel search on the compact tree")
+    for field in ("considered_drops", "considered_captures"):
+        if getattr(knowledge, field) and (settings.algorithm != "gumbel" or not gumbel_loop.reserves):
+            raise ValueError(f"{field}={getattr(knowledge, field)} needs the Gumbel search on the compact tree")
     model = shogi.make_model(apply_fn, rules, knowledge)
 
     def search(params: Params, rng_key: Array, games: env.State) -> SearchResult:
@@ -178,24 +182,25 @@ def _make_search(apply_fn: ApplyFn, rules: env.Rules, settings: SearchSettings, 
         if settings.num_simulations == 0:
             result = _policy_only(root.prior_logits, root.value, settings.pv_length)
         else:
-            result = _search_tree(params, rng_key, root, invalid_actions, model, settings, gumbel_loop)
+            result = _search_tree(params, rng_key, root, invalid_actions, model.reserved(games), model, settings,
+                                  gumbel_loop)
         return model.finish(result, games, settings.num_simulations)
 
     return search
 
 
-def _search_tree(params: Params, rng_key: Array, root: mctx.RootFnOutput, invalid_actions: Array,
+def _search_tree(params: Params, rng_key: Array, root: mctx.RootFnOutput, invalid_actions: Array, reserved: tuple,
                  model: shogi.ShogiModel, settings: SearchSettings, gumbel_loop: _GumbelLoop) -> SearchResult:
-    """The loop of ``settings.algorithm`` from ``root``, read into a ``SearchResult``."""
+    """The loop of ``settings.algorithm`` from ``root``, read into a ``SearchResult``;
+    ``reserved``: the root's reserved classes of actions (``ShogiModel.reserved``)."""
     s = settings
     noise_tv = jnp.zeros_like(root.value)
     if s.algorithm == "gumbel":
-        reserved = dict(reserved_actions=model.reserved_actions, num_reserved=model.num_reserved)
         out = gumbel_loop.policy(params, rng_key, root, model.recurrent_fn, num_simulations=s.num_simulations,
                                  invalid_actions=invalid_actions,
                                  max_num_considered_actions=s.max_num_considered_actions,
                                  gumbel_scale=s.gumbel_scale, value_scale=s.value_scale,
-                                 **(reserved if gumbel_loop.reserves else {}))
+                                 **(dict(reserved=reserved) if gumbel_loop.reserves else {}))
         summary = gumbel_loop.summarize(out.search_tree)
         pv = gumbel_loop.principal_variation(out.search_tree, out.action, s.pv_length)
     else:  # the noise goes into the root prior; AlphaZero plays the most visited move

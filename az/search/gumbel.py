@@ -34,7 +34,7 @@ Shapes: B roots, A actions, N = num_simulations + 1 nodes (node i is expanded by
 simulation i; node 0 is the root), K slots per node, M = min(m, A) root slots.
 """
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -95,18 +95,18 @@ def gumbel_muzero(
     max_num_considered_actions: int = 16,
     gumbel_scale: float = 1.0,
     value_scale: float = VALUE_SCALE,
-    reserved_actions: Array | None = None,
-    num_reserved: int = 0,
+    reserved: Sequence[tuple[Array, int]] = (),
 ) -> mctx.PolicyOutput:
     """Gumbel MuZero: ``mctx.gumbel_muzero_policy`` on a compact tree.
 
     root: prior logits [B, A], value [B], embedding [B, ...]; ``invalid_actions`` [B, A].
     ``value_scale``: c_scale of the completed Q's transform, sigma(q) = (50 + max N) c_scale q
     (``mctx.qtransform_completed_by_mix_value``'s ``value_scale``).
-    ``reserved_actions`` [A] bool, ``num_reserved``: the ``num_reserved`` best valid actions
-    of that class by gumbel + logit are among the root's considered actions however low
-    their prior (shogi's drops, which the prior learns to rank below every board move);
-    sequential halving then judges them by gumbel + logit + Q as any other. 0: mctx's search.
+    ``reserved``: classes of actions, each (mask [A] or [B, A] bool, count): the count best
+    valid actions of each class by gumbel + logit are among the root's considered actions
+    however low their prior (shogi's drops, which the prior learns to rank below every
+    board move; captures); sequential halving then judges them by gumbel + logit + Q as
+    any other. (): mctx's search.
     Returns action [B] int32, action_weights [B, A] (the improved policy) and the
     ``CompactTree`` as ``search_tree``.
     """
@@ -118,8 +118,8 @@ def gumbel_muzero(
     rng_key, gumbel_key = jax.random.split(rng_key)
     gumbel = gumbel_scale * jax.random.gumbel(gumbel_key, prior_logits.shape, prior_logits.dtype)
     k = num_slots(num_actions, num_simulations, max_num_considered_actions)
-    lift = None if num_reserved == 0 else _reserved_lift(gumbel + prior_logits, invalid_actions, reserved_actions,
-                                                          num_reserved)
+    lifts = [_reserved_lift(gumbel + prior_logits, invalid_actions, mask, count) for mask, count in reserved if count]
+    lift = sum(lifts) if lifts else None
     tree = _new_tree(root.replace(prior_logits=prior_logits), gumbel, invalid_actions, num_simulations, k,
                      min(max_num_considered_actions, num_actions), lift)
     table = jnp.asarray(considered_visits_table(max_num_considered_actions, num_simulations))
@@ -391,11 +391,12 @@ RESERVED_LIFT = 1e6  # above any gumbel + logit: lifted actions are picked first
 
 
 def _reserved_lift(scores: Array, invalid_actions: Array, reserved_actions: Array, num_reserved: int) -> Array:
-    """[B, A]: RESERVED_LIFT on the ``num_reserved`` best valid reserved actions of each
-    root by ``scores`` (gumbel + logit), 0 elsewhere."""
+    """[B, A]: RESERVED_LIFT on the ``num_reserved`` best valid actions of each root among
+    ``reserved_actions`` ([A] or [B, A] bool) by ``scores`` (gumbel + logit), 0 elsewhere.
+    A root with fewer valid reserved actions lifts those it has."""
     if reserved_actions is None or not 0 < num_reserved <= reserved_actions.shape[-1]:
         raise ValueError(f"num_reserved {num_reserved} needs reserved_actions [A] with at least that many actions")
-    eligible = jnp.where(jnp.asarray(reserved_actions)[None, :] & ~invalid_actions, jnp.maximum(-1e9, scores), -jnp.inf)
+    eligible = jnp.where(jnp.asarray(reserved_actions) & ~invalid_actions, jnp.maximum(-1e9, scores), -jnp.inf)
     best_scores, best = jax.lax.top_k(eligible, num_reserved)
     rows = jnp.arange(scores.shape[0])[:, None]
     return jnp.zeros_like(scores).at[rows, best].set(jnp.where(best_scores > -jnp.inf, RESERVED_LIFT, 0.0))

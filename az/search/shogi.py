@@ -5,7 +5,7 @@ root's prior logits [B, A], value [B], embedding and ``invalid_actions`` [B, A],
 ``recurrent_fn`` and a mask of reserved actions. This module makes them from the games
 and the network (``make_model``): the network forward over games, the tree embedding,
 the model step (env step + network), the promotion twins (``always_promote``), the
-reserved drops (``considered_drops``), and the mates in one: at the root
+reserved drops and captures (``considered_drops``, ``considered_captures``), and the mates in one: at the root
 (``with_mate_in_one``; ``with_mate`` for mates found elsewhere, as the agent's mate in
 three) and in the tree (``mate_in_tree``).
 
@@ -48,6 +48,7 @@ class ShogiKnowledge:
     mate_in_tree: bool = False  # a node whose side to move has a mate in one is won (a mate search per simulation)
     always_promote: bool = False  # pawns, bishops and rooks that may promote do (``searched_moves``)
     considered_drops: int = 0  # Gumbel: the root considers that many drops, the best by gumbel + logit
+    considered_captures: int = 0  # ... and that many captures, the best by gumbel + logit
     # Weight of the material head's forecast in every value the search reads (KataGo's
     # score utility, with material as the score): (value + w * material) / (1 + w).
     material_utility: float = 0.0
@@ -198,8 +199,9 @@ class ShogiModel(NamedTuple):
     # (params, games [B]) -> (prior logits [B, A], value [B], tree embedding; invalid_actions [B, A])
     root: Callable[[Params, env.State], tuple[mctx.RootFnOutput, Array]]
     recurrent_fn: mctx.RecurrentFn  # on tree embeddings
-    reserved_actions: np.ndarray  # [A] bool, the drops
-    num_reserved: int  # the root considers that many reserved actions (considered_drops)
+    # games [B] -> classes of actions the root considers however low their prior, each
+    # (mask [A] or [B, A] bool, how many): the drops and the captures
+    reserved: Callable[[env.State], tuple[tuple[Array, int], ...]]
     # (result, games [B], num_simulations) -> result, with the root's mates in one played
     finish: Callable[[SearchResult, env.State, int], SearchResult]
 
@@ -230,7 +232,8 @@ def make_model(apply_fn: ApplyFn, rules: env.Rules, knowledge: ShogiKnowledge) -
         root=root,
         recurrent_fn=make_recurrent_fn(apply_fn, tree_rules, mate_in_tree=knowledge.mate_in_tree,
                                        always_promote=always_promote),
-        reserved_actions=movegen.DROP_ACTIONS,
-        num_reserved=knowledge.considered_drops,
+        reserved=lambda games: ((movegen.DROP_ACTIONS, knowledge.considered_drops),
+                                (jax.vmap(lambda s: movegen.capture_actions(s.x.board))(games),
+                                 knowledge.considered_captures)),
         finish=finish,
     )

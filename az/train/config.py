@@ -71,8 +71,8 @@ def _validate_search(c: ml_collections.ConfigDict) -> None:
     _require(0 <= s.dirichlet_fraction <= 1, "search.dirichlet_fraction", s.dirichlet_fraction, "must be in [0, 1]")
     for field in ("mate_in_one", "mate_in_tree"):
         _require(not s[field] or c.env.movegen == "dense", f"search.{field}", s[field], "needs env.movegen = 'dense'")
-    _require(not s.considered_drops or s.algorithm == "gumbel", "search.considered_drops", s.considered_drops,
-             "needs search.algorithm = 'gumbel'")
+    for field in ("considered_drops", "considered_captures"):
+        _require(not s[field] or s.algorithm == "gumbel", f"search.{field}", s[field], "needs search.algorithm = 'gumbel'")
 
 
 def _validate_selfplay(c: ml_collections.ConfigDict, num_devices: int) -> None:
