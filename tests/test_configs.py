@@ -220,6 +220,8 @@ def _bad(field: str, value, preset="smoke"):
         ("search.value_scale", 0.0, 1),
         ("search.considered_drops", 5, 1),  # more than the smoke preset's m = 4
         ("search.considered_drops", -1, 1),
+        ("search.considered_captures", 5, 1),  # more than m = 4 less the preset's 0 drops
+        ("search.considered_captures", -1, 1),
         ("search.material_utility", -0.5, 1),
         ("search.material_utility", 1.0, 1),  # the smoke preset's network has no material head
         ("selfplay.num_games", 10, 4),  # not divisible by 4 devices

@@ -5,9 +5,9 @@ root's prior logits [B, A], value [B], embedding and ``invalid_actions`` [B, A],
 ``recurrent_fn`` and a mask of reserved actions. This module makes them from the games
 and the network (``make_model``): the network forward over games, the tree embedding,
 the model step (env step + network), the promotion twins (``always_promote``), the
-reserved drops and captures (``considered_drops``, ``considered_captures``), and the mates in one: at the root
-(``with_mate_in_one``; ``with_mate`` for mates found elsewhere, as the agent's mate in
-three) and in the tree (``mate_in_tree``).
+reserved drops and captures (``considered_drops``, ``considered_captures``), and the
+mates in one: at the root (``with_mate_in_one``; ``with_mate`` for mates found
+elsewhere, as the agent's mate in three) and in the tree (``mate_in_tree``).
 
 The tree's embedding is the game ``State`` with its repetition history cut to a short
 window (``history_window`` plies) and its legal mask packed to bits (``tree_embedding``),

@@ -72,7 +72,8 @@ def _validate_search(c: ml_collections.ConfigDict) -> None:
     for field in ("mate_in_one", "mate_in_tree"):
         _require(not s[field] or c.env.movegen == "dense", f"search.{field}", s[field], "needs env.movegen = 'dense'")
     for field in ("considered_drops", "considered_captures"):
-        _require(not s[field] or s.algorithm == "gumbel", f"search.{field}", s[field], "needs search.algorithm = 'gumbel'")
+        _require(not s[field] or s.algorithm == "gumbel", f"search.{field}", s[field],
+                 "needs search.algorithm = 'gumbel'")
 
 
 def _validate_selfplay(c: ml_collections.ConfigDict, num_devices: int) -> None:
