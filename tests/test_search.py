@@ -309,7 +309,7 @@ def test_considered_drops__the_root_searches_drops_its_prior_ranks_last():
         assert drop_logits.max() < board_best - 20, "the drops are the prior's last moves"
 
 
-@pytest.mark.slow  # a compile of its own (~20 s)
+@pytest.mark.slow  # two compiles of a real search (a few minutes on a 2-core CPU)
 def test_considered_captures__the_root_searches_captures_its_prior_ranks_last():
     """A network whose captures sit 30 logits below every other move: with two reserved
     captures the root visits the two best captures of each position by logit, beside two

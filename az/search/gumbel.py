@@ -395,7 +395,7 @@ def _reserved_lift(scores: Array, invalid_actions: Array, reserved_actions: Arra
     ``reserved_actions`` ([A] or [B, A] bool) by ``scores`` (gumbel + logit), 0 elsewhere.
     A root with fewer valid reserved actions lifts those it has."""
     if reserved_actions is None or not 0 < num_reserved <= reserved_actions.shape[-1]:
-        raise ValueError(f"num_reserved {num_reserved} needs reserved_actions [A] with at least that many actions")
+        raise ValueError(f"num_reserved {num_reserved} needs reserved_actions [A] or [B, A] with at least that many actions")
     eligible = jnp.where(jnp.asarray(reserved_actions) & ~invalid_actions, jnp.maximum(-1e9, scores), -jnp.inf)
     best_scores, best = jax.lax.top_k(eligible, num_reserved)
     rows = jnp.arange(scores.shape[0])[:, None]

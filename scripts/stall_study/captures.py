@@ -19,7 +19,6 @@ import json
 
 import cshogi
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from az.play import agent as agent_lib
