@@ -336,6 +336,9 @@ def _small_recipe(c: ml_collections.ConfigDict) -> None:
     # The root always considers its two best drops, which the prior ranks below every
     # board move (docs/stall_study.md, reserved drops).
     c.search.considered_drops = 2
+    # ... and its two best captures: a third of the captures that win a piece were never
+    # searched (docs/stall_study.md, reserved captures).
+    c.search.considered_captures = 2
 
 
 def _exercise_recipe(c: ml_collections.ConfigDict) -> None:

@@ -11,6 +11,8 @@ def get_config(arg=None):
     c = default.get_config(arg)
     c.name = "exploration_puct"
     c.search.algorithm = "puct"
-    c.search.considered_drops = 0  # the small recipe's reserved drops belong to Gumbel's considered set
+    # The small recipe's reserved drops and captures belong to Gumbel's considered set.
+    c.search.considered_drops = 0
+    c.search.considered_captures = 0
     c.selfplay.sample_visits_plies = 30
     return c

@@ -72,8 +72,10 @@ def test_config__variant_differs_from_base_only_as_the_paper_says(name, preset):
     base, variant = flat(get_config("base", preset)), flat(get_config(name, preset))
     diffs = {k: variant[k] for k in base if variant[k] != base[k] and k != "name"}
     expected = dict(VARIANTS[name])
-    if name == "exploration_puct" and base["search.considered_drops"]:
-        expected["search.considered_drops"] = 0  # the small recipe's reserved drops are Gumbel's
+    if name == "exploration_puct":
+        for field in ("search.considered_drops", "search.considered_captures"):
+            if base[field]:
+                expected[field] = 0  # the small recipe's reserved drops and captures are Gumbel's
     assert diffs == expected
     assert set(base) == set(variant)
 
