@@ -103,6 +103,11 @@ def _fields() -> ml_collections.ConfigDict:
     c.search.mate_in_tree = False  # the tree scores a node whose mover has a mate in one as won
     c.search.always_promote = False  # pawns, bishops and rooks that may promote always do (as engines search)
     c.search.reduced_simulations = 8  # playout caps: simulations of the plies not searched in full
+    # Playout caps, gumbel only: captures among the actions a reduced search visits. A
+    # reduced search visits only its n best considered actions by gumbel + logit, so the
+    # full search's reserved captures go unsearched there; when > 0 it considers
+    # reduced_simulations actions, this many of them its best captures (no reserved drops).
+    c.search.reduced_considered_captures = 0
     c.search.material_utility = 0.0  # weight w of the material head's forecast in the search's
     # values: (value + w * material) / (1 + w) (KataGo's score utility; needs model.material_head)
 

@@ -250,6 +250,36 @@ def test_validate__bad_value_gives_one_line_naming_the_field(field, value, num_d
     assert "\n" not in message
 
 
+@pytest.mark.parametrize(
+    "preset, value, why",
+    [
+        ("cpu", 5, "must be in [0, search.reduced_simulations = 4]"),
+        ("cpu", -1, "must be in [0, search.reduced_simulations = 4]"),
+        ("smoke", 1, "needs playout caps (selfplay.full_search_fraction < 1)"),
+    ],
+)
+def test_validate__reduced_considered_captures_bad_values(preset, value, why):
+    with pytest.raises(config_lib.ConfigError) as e:
+        config_lib.validate(_bad("search.reduced_considered_captures", value, preset), num_devices=1)
+    assert str(e.value) == f"config.search.reduced_considered_captures = {value!r}: {why}"
+
+
+def test_validate__reduced_considered_captures_needs_gumbel():
+    config = _bad("search.reduced_considered_captures", 1, "cpu")
+    config.search.algorithm = "puct"
+    config.search.considered_drops = config.search.considered_captures = 0
+    with pytest.raises(config_lib.ConfigError, match=r"reduced_considered_captures = 1: needs search.algorithm"):
+        config_lib.validate(config, num_devices=1)
+
+
+def test_reduced_search_settings__keep_the_full_search_unless_captures_are_reserved():
+    search = get_config("base", "cpu").search
+    assert trainer_lib.reduced_search_settings(search) == {"num_simulations": 4}
+    search.reduced_considered_captures = 1
+    assert trainer_lib.reduced_search_settings(search) == {
+        "num_simulations": 4, "max_num_considered_actions": 4, "considered_drops": 0, "considered_captures": 1}
+
+
 def test_validate__capacity_message_says_what_one_iteration_is():
     with pytest.raises(config_lib.ConfigError, match=r"smaller than one iteration \(8 games x 8 plies = 64\)"):
         config_lib.validate(_bad("replay.capacity", 32), num_devices=1)

@@ -19,6 +19,8 @@ import pytest
 from az import network as network_lib
 from az import search as search_lib
 from az.network import AZNet
+from az.train import trainer
+from configs import shogi816k_randomstart2
 from envs import env, movegen, notation, shogi
 
 RULES = env.Rules()
@@ -339,6 +341,42 @@ def test_considered_captures__the_root_searches_captures_its_prior_ranks_last():
         best = np.argsort(-capture_logits)[: min(2, int(np.isfinite(capture_logits).sum()))]
         assert set(np.flatnonzero(got[row] * captures[row]).tolist()) == set(best.tolist()), row
         assert (got[row] * movegen.DROP_ACTIONS).astype(bool).sum() >= 2, "the reserved drops are still searched"
+
+
+
+@pytest.mark.slow  # two compiles of a 4-simulation search
+def test_reduced_considered_captures__the_reduced_search_visits_the_best_capture():
+    """The playout caps' reduced search (n = 4 of the recipe's m = 8) visits its four best
+    considered actions by gumbel + logit, so the full search's reserved captures go
+    unvisited there when the prior ranks captures last; with
+    ``search.reduced_considered_captures = 1`` it visits each position's best capture."""
+    games = stack([shogi.from_sfen(s, RULES) for s in WIDE_SFENS])
+    captures = np.asarray(jax.vmap(lambda s: movegen.capture_actions(s.x.board))(games))
+    legal = np.asarray(games.legal_action_mask)
+
+    def apply_without_captures(params, observation):
+        logits, value = NET.apply(params, observation)
+        return logits.reshape(logits.shape[0], -1) - 30.0 * jnp.asarray(captures), value
+
+    def visits(reduced_considered_captures):
+        config = shogi816k_randomstart2.get_config("cpu").search
+        config.mate_in_one = False  # the test network's own moves, not the mate search's
+        config.material_utility = 0.0
+        config.reduced_considered_captures = reduced_considered_captures
+        settings = trainer.reduced_search_settings(config)
+        assert settings["num_simulations"] == 4 and config.max_num_considered_actions == 8
+        search = jax.jit(search_lib.search_from_config(config, apply_without_captures, RULES, gumbel_scale=0.0,
+                                                       **settings))
+        return np.asarray(search(params, jax.random.key(0), games).visit_counts)
+
+    params = init_params(0)
+    assert (visits(0) * captures).sum() == 0
+    got = visits(1)
+    logits = np.asarray(search_lib.network_forward(apply_without_captures, params, games, RULES)[0])
+    for row in range(len(WIDE_SFENS)):
+        capture_logits = np.where(legal[row] & captures[row], logits[row], -np.inf)
+        assert np.flatnonzero(got[row] * captures[row]).tolist() == [int(np.argmax(capture_logits))], row
+        assert got[row].sum() == 4 and (got[row] > 0).sum() == 4, "four actions, one visit each"
 
 
 if __name__ == "__main__":

@@ -58,14 +58,28 @@ class Trainer(NamedTuple):
     teacher: Callable[[TrainState], dict] | None
 
 
+def reduced_search_settings(search_config: ml_collections.ConfigDict) -> dict:
+    """``search_from_config``'s overrides for the playout caps' reduced search. It visits
+    only its ``reduced_simulations`` best considered actions, so with
+    ``reduced_considered_captures`` it considers exactly that many, its best captures among
+    them; otherwise it keeps the full search's m and reservations (unvisited there)."""
+    s = search_config
+    settings = {"num_simulations": s.reduced_simulations}
+    if s.reduced_considered_captures:
+        settings.update(max_num_considered_actions=s.reduced_simulations, considered_drops=0,
+                        considered_captures=s.reduced_considered_captures)
+    return settings
+
+
 def _make_selfplay(config: ml_collections.ConfigDict, apply_fn, rules, spec: starts.StartSpec, start,
                    mesh: Mesh, abstract: "TrainState") -> Callable:
     """Self-play of the config: the search, playout caps, resignation and the mate guard,
     each device playing the games it holds (``shard_map``). Left to the compiler, the
     search's gathers and scatters over a sharded batch became about 180 all-gathers an
     iteration (docs/benchmarks.md)."""
-    def make_search(num_simulations: int):
-        return search_lib.search_from_config(config.search, apply_fn, rules, num_simulations=num_simulations)
+    def make_search(num_simulations: int, **overrides):
+        return search_lib.search_from_config(config.search, apply_fn, rules, num_simulations=num_simulations,
+                                             **overrides)
 
     capped = config.selfplay.full_search_fraction < 1
     local = selfplay_lib.selfplay_from_config(
@@ -73,7 +87,7 @@ def _make_selfplay(config: ml_collections.ConfigDict, apply_fn, rules, spec: sta
         make_search(config.search.num_simulations),
         start,
         rules,
-        reduced_search=make_search(config.search.reduced_simulations) if capped else None,
+        reduced_search=make_search(**reduced_search_settings(config.search)) if capped else None,
         game_budget=config.budget_games,
         num_schemes=len(spec.leaves),
         guard_candidates=config.search.max_num_considered_actions,
