@@ -311,19 +311,32 @@ def test_considered_drops__the_root_searches_drops_its_prior_ranks_last():
         assert drop_logits.max() < board_best - 20, "the drops are the prior's last moves"
 
 
+def _captures_last():
+    """(games [B], captures [B, A] bool, apply_fn): WIDE_SFENS, each with a capture, and a
+    network whose captures sit 30 logits below every other move."""
+    games = stack([shogi.from_sfen(s, RULES) for s in WIDE_SFENS])
+    captures = np.asarray(jax.vmap(lambda s: movegen.capture_actions(s.x.board))(games))
+    assert (np.asarray(games.legal_action_mask) & captures).any(-1).all(), "each position has a capture"
+
+    def apply_without_captures(params, observation):
+        logits, value = NET.apply(params, observation)
+        return logits.reshape(logits.shape[0], -1) - 30.0 * jnp.asarray(captures), value
+
+    return games, captures, apply_without_captures
+
+
+def _capture_logits(apply_fn, params, games, captures):
+    """[B, A]: the network's logits at each position's legal captures, -inf elsewhere."""
+    logits = np.asarray(search_lib.network_forward(apply_fn, params, games, RULES)[0])
+    return np.where(np.asarray(games.legal_action_mask) & captures, logits, -np.inf)
+
+
 @pytest.mark.slow  # two compiles of a real search (a few minutes on a 2-core CPU)
 def test_considered_captures__the_root_searches_captures_its_prior_ranks_last():
     """A network whose captures sit 30 logits below every other move: with two reserved
     captures the root visits the two best captures of each position by logit, beside two
     reserved drops; without, none."""
-    games = stack([shogi.from_sfen(s, RULES) for s in WIDE_SFENS])
-    captures = np.asarray(jax.vmap(lambda s: movegen.capture_actions(s.x.board))(games))
-    legal = np.asarray(games.legal_action_mask)
-    assert (legal & captures).any(-1).all(), "each position has a capture"
-
-    def apply_without_captures(params, observation):
-        logits, value = NET.apply(params, observation)
-        return logits.reshape(logits.shape[0], -1) - 30.0 * jnp.asarray(captures), value
+    games, captures, apply_without_captures = _captures_last()
 
     def visits(considered_captures):
         search = jax.jit(search_lib.make_search(
@@ -335,13 +348,10 @@ def test_considered_captures__the_root_searches_captures_its_prior_ranks_last():
     params = init_params(0)
     assert (visits(0) * captures).sum() == 0
     got = visits(2)
-    logits = np.asarray(search_lib.network_forward(apply_without_captures, params, games, RULES)[0])
-    for row in range(len(WIDE_SFENS)):
-        capture_logits = np.where(legal[row] & captures[row], logits[row], -np.inf)
+    for row, capture_logits in enumerate(_capture_logits(apply_without_captures, params, games, captures)):
         best = np.argsort(-capture_logits)[: min(2, int(np.isfinite(capture_logits).sum()))]
         assert set(np.flatnonzero(got[row] * captures[row]).tolist()) == set(best.tolist()), row
         assert (got[row] * movegen.DROP_ACTIONS).astype(bool).sum() >= 2, "the reserved drops are still searched"
-
 
 
 @pytest.mark.slow  # two compiles of a 4-simulation search
@@ -350,13 +360,7 @@ def test_reduced_considered_captures__the_reduced_search_visits_the_best_capture
     considered actions by gumbel + logit, so the full search's reserved captures go
     unvisited there when the prior ranks captures last; with
     ``search.reduced_considered_captures = 1`` it visits each position's best capture."""
-    games = stack([shogi.from_sfen(s, RULES) for s in WIDE_SFENS])
-    captures = np.asarray(jax.vmap(lambda s: movegen.capture_actions(s.x.board))(games))
-    legal = np.asarray(games.legal_action_mask)
-
-    def apply_without_captures(params, observation):
-        logits, value = NET.apply(params, observation)
-        return logits.reshape(logits.shape[0], -1) - 30.0 * jnp.asarray(captures), value
+    games, captures, apply_without_captures = _captures_last()
 
     def visits(reduced_considered_captures):
         config = shogi816k_randomstart2.get_config("cpu").search
@@ -372,9 +376,7 @@ def test_reduced_considered_captures__the_reduced_search_visits_the_best_capture
     params = init_params(0)
     assert (visits(0) * captures).sum() == 0
     got = visits(1)
-    logits = np.asarray(search_lib.network_forward(apply_without_captures, params, games, RULES)[0])
-    for row in range(len(WIDE_SFENS)):
-        capture_logits = np.where(legal[row] & captures[row], logits[row], -np.inf)
+    for row, capture_logits in enumerate(_capture_logits(apply_without_captures, params, games, captures)):
         assert np.flatnonzero(got[row] * captures[row]).tolist() == [int(np.argmax(capture_logits))], row
         assert got[row].sum() == 4 and (got[row] > 0).sum() == 4, "four actions, one visit each"
 
