@@ -71,7 +71,7 @@ def _validate_search(c: ml_collections.ConfigDict) -> None:
     _require(0 <= s.dirichlet_fraction <= 1, "search.dirichlet_fraction", s.dirichlet_fraction, "must be in [0, 1]")
     for field in ("mate_in_one", "mate_in_tree"):
         _require(not s[field] or c.env.movegen == "dense", f"search.{field}", s[field], "needs env.movegen = 'dense'")
-    for field in ("considered_drops", "considered_captures"):
+    for field in ("considered_drops", "considered_captures", "reduced_considered_captures"):
         _require(not s[field] or s.algorithm == "gumbel", f"search.{field}", s[field],
                  "needs search.algorithm = 'gumbel'")
 
@@ -101,8 +101,6 @@ def _validate_selfplay(c: ml_collections.ConfigDict, num_devices: int) -> None:
              f"must be in [0, search.reduced_simulations = {s.reduced_simulations}]")
     _require(not captures or p.full_search_fraction < 1, "search.reduced_considered_captures", captures,
              "needs playout caps (selfplay.full_search_fraction < 1)")
-    _require(not captures or s.algorithm == "gumbel", "search.reduced_considered_captures", captures,
-             "needs search.algorithm = 'gumbel'")
     _require(-1 <= p.resign_threshold <= 0, "selfplay.resign_threshold", p.resign_threshold, "must be in [-1, 0]")
     _require(p.resign_plies >= 1, "selfplay.resign_plies", p.resign_plies, "must be >= 1")
     _require(0 <= p.no_resign_fraction <= 1, "selfplay.no_resign_fraction", p.no_resign_fraction, "must be in [0, 1]")
