@@ -19,6 +19,9 @@ from envs import movegen
 
 NUM_DIRECTIONS = 27  # pgx's action planes
 BOARD_PLANES, FLAGS = 62, 57  # of the 119 observation planes
+SIDE_PLANES = 31  # each side's board planes: 14 pieces, 14 attacks by kind, attacked >= 1, 2, 3 times
+THREAT_PLANES = 4  # ``threat_planes``: two a side
+KING = 7  # pgx's piece order
 
 # _TAPS[i, j, dy, dx]: a 3x3 kernel's tap (dy, dx) at output square (i, j) falls on the board.
 _SQUARES = np.arange(9)
@@ -26,26 +29,55 @@ _ON = (_SQUARES[:, None] + np.arange(3)[None, :] - 1 >= 0) & (_SQUARES[:, None] 
 _TAPS = (_ON[:, None, :, None] & _ON[None, :, None, :]).astype(np.float32)  # [9, 9, 3, 3]
 
 
+def threat_planes(planes: Array) -> Array:
+    """The observation's board planes [..., 9, 9, 62] bool -> [..., 9, 9, 4] bool: for the
+    mover, then the opponent, (1) its pieces other than the king that the other side
+    attacks more often than it defends them (the observation's counts, capped at 3: the
+    classical evaluation's "hanging"), and (2) its pieces attacked by a kind of lower
+    greedy value (``movegen.PIECE_VALUES``; the king is no such attacker, as it takes only
+    what is undefended). Both are pieces that a capture may win."""
+    values = movegen.PIECE_VALUES
+    out = []
+    for side, other in ((0, SIDE_PLANES), (SIDE_PLANES, 0)):
+        pieces = planes[..., side:side + 14]
+        defended = planes[..., side + 28:side + 31].astype(jnp.int32).sum(-1)
+        attacked = planes[..., other + 28:other + 31].astype(jnp.int32).sum(-1)
+        not_king = jnp.asarray(np.arange(14) != KING)
+        hanging = (pieces & not_king).any(-1) & (attacked > defended)
+        cheaper = jnp.zeros_like(hanging)
+        for kind in range(14):
+            lesser = [other + 14 + q for q in range(14) if q != KING and values[q] < values[kind]]
+            if kind != KING and lesser:
+                cheaper = cheaper | (pieces[..., kind] & planes[..., lesser].any(-1))
+        out += [hanging, cheaper]
+    return jnp.stack(out, -1)
+
+
 class Stem(nn.Module):
     """The first 3x3 convolution ("SAME") over all 119 planes, its kernel [3, 3, 119, C]
     as ``nn.Conv``'s. A plane that holds one value f everywhere contributes f times the
     sum of the taps that fall on the board at each square, so the 57 flags enter as a
     vector: nothing is broadcast to 9x9, and the convolution reads 62 channels, not 119.
-    The 62 arrive packed ([B, 648] uint8) and are unpacked into the convolution's input."""
+    The 62 arrive packed ([B, 648] uint8) and are unpacked into the convolution's input.
+    With ``threat`` the four ``threat_planes`` follow the 62 (kernel [3, 3, 123, C])."""
 
     channels: int
     dtype: jnp.dtype
+    threat: bool = False
 
     @nn.compact
     def __call__(self, board_bytes: Array, flags: Array) -> Array:
-        kernel = self.param("kernel", nn.initializers.lecun_normal(), (3, 3, BOARD_PLANES + FLAGS, self.channels))
-        kernel = kernel.astype(self.dtype)
         planes = movegen.unpack_board_planes(board_bytes)  # [B, 9, 9, 62]
+        if self.threat:
+            planes = jnp.concatenate([planes, threat_planes(planes)], -1)
+        board = planes.shape[-1]
+        kernel = self.param("kernel", nn.initializers.lecun_normal(), (3, 3, board + FLAGS, self.channels))
+        kernel = kernel.astype(self.dtype)
         h = jax.lax.conv_general_dilated(
-            planes.astype(self.dtype), kernel[:, :, :BOARD_PLANES], (1, 1), "SAME",
+            planes.astype(self.dtype), kernel[:, :, :board], (1, 1), "SAME",
             dimension_numbers=("NHWC", "HWIO", "NHWC"),
         )
-        per_square = jnp.einsum("ijyx,yxco->ijco", jnp.asarray(_TAPS, self.dtype), kernel[:, :, BOARD_PLANES:])
+        per_square = jnp.einsum("ijyx,yxco->ijco", jnp.asarray(_TAPS, self.dtype), kernel[:, :, board:])
         return h + jnp.einsum("bc,ijco->bijo", flags.astype(self.dtype), per_square)
 
 
@@ -75,6 +107,7 @@ class AZNet(nn.Module):
     legality_head: bool = False  # a sigmoid per action that predicts which moves are legal
     material_head: bool = False  # the value head also predicts a material balance in [-1, 1]
     occupancy_head: bool = False  # the trunk also predicts each square's later occupant
+    threat_planes: bool = False  # the stem also reads ``threat_planes``, derived from the observation
 
     @nn.compact
     def __call__(self, observation: tuple[Array, Array], with_aux: bool = False):
@@ -83,7 +116,7 @@ class AZNet(nn.Module):
         "occupancy" logits [B, 81, 3] by square (empty, the mover's piece, the opponent's)
         (the learner's auxiliary targets; search never asks)."""
         board_bytes, flags = observation  # [B, 648] uint8, [B, 57] bool
-        h = Stem(self.channels, self.dtype, name="Conv_0")(board_bytes, flags)
+        h = Stem(self.channels, self.dtype, self.threat_planes, name="Conv_0")(board_bytes, flags)
         h = nn.relu(nn.LayerNorm(dtype=self.dtype)(h))
         for _ in range(self.num_blocks):
             h = ResidualBlock(self.channels, self.dtype)(h)
@@ -159,6 +192,7 @@ def make_network(config) -> AZNet:
         legality_head=config.legality_head,
         material_head=config.material_head,
         occupancy_head=config.occupancy_head,
+        threat_planes=config.threat_planes,
         dtype=jnp.bfloat16 if config.dtype == "bfloat16" else jnp.float32,
     )
 

@@ -140,6 +140,10 @@ def _fields() -> ml_collections.ConfigDict:
     # the mover's piece, the opponent's) occupancy_plies later (KataGo's ownership, for captures)
     c.model.occupancy_plies = 4  # ... this many plies later in the game (or at its end)
     c.model.occupancy_weight = 1.0  # ... its cross-entropy's weight in the loss (mean over squares)
+    # Four input planes derived from the observation's attack counts (az/network.py,
+    # threat_planes): each side's pieces attacked more often than defended, and attacked
+    # by a cheaper kind; what a capture may win, which the value is slow to see.
+    c.model.threat_planes = False
 
     c.replay = ml_collections.ConfigDict()
     c.replay.capacity = 1024 * 32 * 32  # positions; a multiple of num_games * plies_per_iteration

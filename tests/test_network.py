@@ -149,3 +149,104 @@ def test_network__occupancy_head_gives_three_logits_a_square_and_leaves_search_a
     policy and value, and their parameter names, are unchanged."""
     net, params, observation, value, aux = _with_and_without_head("Occupancy", occupancy_head=True)
     assert list(aux) == ["occupancy"] and aux["occupancy"].shape == (3, 81, 3)
+
+
+def test_threat_planes__hanging_agrees_with_the_classical_feature():
+    """The hanging planes, valued at greedy's prices, are the classical evaluation's
+    "hanging" and "threatened" features (tested there against a slow reference), on
+    positions of random games with both colours to move."""
+    from az.classical import features as features_lib
+    from envs import bitplanes, dense
+
+    boards, hands = _random_game_positions(48)
+    words, _ = dense.observation_planes(bitplanes.piece_planes(jnp.asarray(boards)))
+    planes = bitplanes.unpack(words.reshape(62 * 81, -1), len(boards)).reshape(len(boards), 62, 9, 9)
+    threat = np.asarray(network_lib.threat_planes(jnp.moveaxis(planes, 1, -1)))  # [N, 9, 9, 4]
+    values = movegen.PIECE_VALUES
+    planes = np.asarray(planes)
+    own_value = (planes[:, :14] * values[None, :, None, None]).sum(1)
+    opp_value = (planes[:, 31:45] * values[None, :, None, None]).sum(1)
+    names = list(features_lib.NAMES)
+    reference = np.asarray(features_lib.features_batch(jnp.asarray(boards), jnp.asarray(hands)))
+    np.testing.assert_allclose(-(own_value * threat[..., 0]).sum((1, 2)), reference[:, names.index("hanging")])
+    np.testing.assert_allclose((opp_value * threat[..., 2]).sum((1, 2)), reference[:, names.index("threatened")])
+    assert threat[..., 0].any() and threat[..., 2].any()
+
+
+def _random_game_positions(count: int, seed: int = 0):
+    """Positions along seeded random legal games (cshogi), as pgx holds them in the mover's
+    frame: boards [count, 81], hands [count, 2, 7]."""
+    import random
+
+    import cshogi
+
+    rules = env.Rules()
+    rng = random.Random(seed)
+    boards, hands = [], []
+    while len(boards) < count:
+        board = cshogi.Board()
+        for _ in range(rng.randint(20, 90)):
+            moves = list(board.legal_moves)
+            if not moves or board.is_draw():
+                break
+            board.push(rng.choice(moves))
+        if list(board.legal_moves):
+            state = notation.from_sfen(board.sfen(), rules)
+            boards.append(np.asarray(state.x.board))
+            hands.append(np.asarray(state.x.hand))
+    return np.stack(boards), np.stack(hands)
+
+
+@pytest.mark.parametrize("sfen, square, side, plane, expected", [
+    # A black silver on 5e under a white pawn on 5d, defended by a gold: a cheaper attacker.
+    ("4k4/9/9/4p4/4S4/4G4/9/9/4K4 b - 1", "5e", "mover", 1, True),
+    # ... the same silver is defended once and attacked once: not hanging.
+    ("4k4/9/9/4p4/4S4/4G4/9/9/4K4 b - 1", "5e", "mover", 0, False),
+    # A black gold under a white rook, undefended: hanging, but the rook is no cheaper.
+    ("4k4/4r4/9/9/4G4/9/9/9/K8 b - 1", "5e", "mover", 0, True),
+    ("4k4/4r4/9/9/4G4/9/9/9/K8 b - 1", "5e", "mover", 1, False),
+    # White to move: its bishop on 5e, attacked by a black pawn on 5f, is the mover's.
+    ("4k4/9/9/9/4b4/4P4/9/9/4K4 w - 1", "5e", "mover", 1, True),
+    # Black to move: the same bishop is the opponent's, attacked by a cheaper piece and
+    # undefended (planes 2 and 3).
+    ("4k4/9/9/9/4b4/4P4/9/9/4K4 b - 1", "5e", "opponent", 0, True),
+    ("4k4/9/9/9/4b4/4P4/9/9/4K4 b - 1", "5e", "opponent", 1, True),
+    # A king attacks a lone gold: hanging, yet the king is no cheaper attacker.
+    ("9/9/9/9/4G4/3k5/9/9/K8 b - 1", "5e", "mover", 0, True),
+    ("9/9/9/9/4G4/3k5/9/9/K8 b - 1", "5e", "mover", 1, False),
+])
+def test_threat_planes__mark_the_pieces_a_capture_may_win(sfen, square, side, plane, expected):
+    rules = env.Rules()
+    state = notation.from_sfen(sfen, rules)
+    board_bytes, _ = jax.jit(lambda s: env.observe_parts(s, rules))(state)
+    planes = movegen.unpack_board_planes(board_bytes[None])
+    threat = np.asarray(network_lib.planes_to_squares(network_lib.threat_planes(planes)))[0]  # [81, 4]
+    file, rank = int(square[0]), "abcdefghi".index(square[1])
+    index = (file - 1) * 9 + rank  # pgx's square: file * 9 + rank, from the first file and rank
+    if state.x.color == 1:
+        index = 80 - index  # pgx keeps the board in the mover's frame
+    assert bool(threat[index, plane + (2 if side == "opponent" else 0)]) == expected
+    # Nowhere else on these boards does a capture win anything of that kind.
+    others = np.delete(threat[:, plane + (2 if side == "opponent" else 0)], index)
+    assert not others.any()
+
+
+def test_network__threat_planes_widen_only_the_stems_kernel():
+    """threat_planes=True adds four input channels to the first convolution and nothing
+    else; with their kernel rows zero the outputs are the plain network's."""
+    net = network_lib.AZNet(num_blocks=1, channels=8, value_hidden=8, threat_planes=True)
+    params = network_lib.init_params(net, jax.random.key(0))
+    plain = network_lib.AZNet(num_blocks=1, channels=8, value_hidden=8)
+    plain_params = network_lib.init_params(plain, jax.random.key(0))
+    kernel = params["params"]["Conv_0"]["kernel"]
+    assert kernel.shape == (3, 3, 123, 8)
+    rules = env.Rules()
+    observation = jax.tree.map(lambda *a: jnp.stack(a), *[
+        jax.jit(lambda s: env.observe_parts(s, rules))(notation.from_sfen(s, rules)) for s in SFENS])
+    widened = jax.tree.map(lambda a: a, plain_params)
+    plain_kernel = plain_params["params"]["Conv_0"]["kernel"]
+    widened["params"]["Conv_0"]["kernel"] = jnp.concatenate(
+        [plain_kernel[:, :, :62], jnp.zeros((3, 3, 4, 8)), plain_kernel[:, :, 62:]], axis=2)
+    for ours, theirs in zip(net.apply(widened, observation), plain.apply(plain_params, observation)):
+        np.testing.assert_allclose(ours, theirs, atol=1e-5)
+    assert not np.allclose(net.apply(params, observation)[1], net.apply(widened, observation)[1])
