@@ -175,6 +175,9 @@ def _fields() -> ml_collections.ConfigDict:
     # minutes) or the "legal" moves only (it promotes, but its :cpu runs were far weaker:
     # docs/stall_study.md, policy loss).
     c.learner.policy_over = "all"
+    # KataGo's surprise weighting of the policy loss, the learner's own policy as the prior:
+    # each full search's weight (1 - s) + s * KL / mean KL (az/train/learner.py); 0: off.
+    c.learner.policy_surprise = 0.0
 
     # Agreement with the teacher set's held-out positions (az/measure/agreement.py): measured, never
     # trained on; logged as teacher/* and drawn by `report curve`. May change on resume.

@@ -234,6 +234,8 @@ def _bad(field: str, value, preset="smoke"):
         ("learner.batch_size", 30, 4),
         ("replay.truncated_value", "last", 1),
         ("learner.policy_over", "legal_only", 1),
+        ("learner.policy_surprise", 1.5, 1),
+        ("learner.policy_surprise", -0.1, 1),
         ("model.material_plies", 64, 1),  # the smoke replay holds 64 rows
         ("model.material_plies", -1, 1),
         ("model.material_weight", 0.0, 1),

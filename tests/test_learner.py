@@ -270,3 +270,43 @@ def test_loss__occupancy_head_is_a_cross_entropy_per_square():
     both = np.asarray(occupancy)[0] == np.asarray(occupancy)[1]  # squares whose two targets agree
     target = np.asarray(occupancy)[0][both]
     assert np.all(step[both][np.arange(both.sum()), target] > 0)
+
+
+def test_loss__surprise_weighs_each_target_by_how_far_the_network_is_from_it():
+    """``policy_surprise`` s: a full search's cross-entropy counts (1 - s) + s * KL / mean
+    KL over the positions with a target; s = 0 is the plain mean, reduced searches still
+    count nothing, and the weights carry no gradient."""
+    from az.train.replay import Batch
+    from envs import env
+
+    def apply_fn(params, observations):
+        n = observations[0].shape[0]
+        return jnp.broadcast_to(params["w"], (n, 2187)), jnp.zeros(n)
+
+    params = {"w": jnp.zeros(2187).at[5].set(4.0).at[9].set(1.0)}
+    soft = jnp.zeros(2187).at[5].set(0.5).at[9].set(0.5)
+    targets = jnp.stack([jax.nn.one_hot(5, 2187), jax.nn.one_hot(9, 2187), soft, jax.nn.one_hot(11, 2187)])
+    full = jnp.asarray([1.0, 1.0, 1.0, 0.0])
+    batch = Batch(board=jnp.full((4, 81), -1, jnp.int8), hand=jnp.zeros((4, 2, 7), jnp.int8), policy=targets,
+                  policy_weight=full, value=jnp.zeros(4))
+    log_p = np.asarray(jax.nn.log_softmax(params["w"]), np.float64)
+    cross_entropy = np.array([-log_p[5], -log_p[9], -(log_p[5] + log_p[9]) / 2])
+    kl = cross_entropy - np.array([0.0, 0.0, np.log(2.0)])
+    assert np.all(kl > 0) and kl[1] > kl[2] > kl[0]
+
+    def policy_loss(surprise):
+        fn = lambda p: learner.loss_fn(apply_fn, p, batch, env.Rules(), policy_surprise=surprise)[1][0]
+        return float(fn(params)), jax.grad(fn)(params)["w"]
+
+    plain, plain_grad = policy_loss(0.0)
+    assert plain == pytest.approx(cross_entropy.mean(), rel=1e-5)
+    for s in (0.5, 1.0):
+        weights = (1 - s) + s * kl / kl.mean()
+        loss, grad = policy_loss(s)
+        assert loss == pytest.approx((weights * cross_entropy).sum() / 3, rel=1e-5)
+        # The gradient is the weighted sum of each row's own gradient, the weights held fixed.
+        rows = [np.asarray(jax.grad(lambda p, t=t: -(t * jax.nn.log_softmax(p["w"])).sum())(params)["w"])
+                for t in targets[:3]]
+        np.testing.assert_allclose(grad, sum(w * r for w, r in zip(weights, rows)) / 3, atol=1e-6)
+    np.testing.assert_allclose(learner.surprise_weights(jnp.asarray(cross_entropy, jnp.float32), targets[:3],
+                                                        full[:3], 1.0).mean(), 1.0, rtol=1e-5)

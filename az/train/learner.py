@@ -19,6 +19,11 @@ which pieces are about to change hands. A network with an occupancy head
 (``replay.future_occupancy``), averaged over the 81 squares, times
 ``model.occupancy_weight``: a target on every square of the trunk, as KataGo's
 ownership head, where a piece left to be taken shows as a square that changes sides.
+With ``learner.policy_surprise`` s > 0 each full search's policy cross-entropy is
+weighed (1 - s) + s * KL_i / mean KL, KL_i the divergence of the network's policy from
+the search's target (KataGo's surprise weighting, with the learner's own policy as the
+prior): the positions where the search found what the network does not yet see count
+more, and the weights average 1 over the batch.
 
 The learning rate follows the run's progress p = games finished / ``budget_games``
 (the same progress that moves start-scheme phases), so a schedule ends exactly when
@@ -106,7 +111,7 @@ class LossInfo(NamedTuple):
 
 def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules, *,
             policy_over: str = "all", legality: bool = False, material_weight: float = 0.0,
-            occupancy_weight: float = 0.0) -> tuple[Array, tuple]:
+            occupancy_weight: float = 0.0, policy_surprise: float = 0.0) -> tuple[Array, tuple]:
     observation = observations(batch.board, batch.hand, rules)
     legality_loss = material_loss = occupancy_loss = jnp.float32(0)
     material, occupancy = material_weight > 0, occupancy_weight > 0
@@ -128,7 +133,10 @@ def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules, *,
     log_p = jax.nn.log_softmax(logits)
     # Only full searches give policy targets (playout-cap randomization); values come from all.
     cross_entropy = -(batch.policy * log_p).sum(-1)
-    policy_loss = (batch.policy_weight * cross_entropy).sum() / jnp.maximum(batch.policy_weight.sum(), 1.0)
+    weight = batch.policy_weight
+    if policy_surprise > 0:
+        weight = weight * surprise_weights(cross_entropy, batch.policy, weight, policy_surprise)
+    policy_loss = (weight * cross_entropy).sum() / jnp.maximum(batch.policy_weight.sum(), 1.0)
     value_loss = jnp.mean((value - batch.value) ** 2)
     entropy = -(jnp.exp(log_p) * log_p).sum(-1).mean()
     decided = jnp.abs(batch.value) > 0.5
@@ -139,18 +147,30 @@ def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules, *,
             (policy_loss, value_loss, entropy, accuracy, legality_loss, material_loss, occupancy_loss))
 
 
+def surprise_weights(cross_entropy: Array, target: Array, policy_weight: Array, surprise: float) -> Array:
+    """Each position's policy weight [N] from its cross-entropy [N] against ``target``
+    [N, A] and whether it has a target (``policy_weight`` [N], 0 or 1): (1 - s) + s *
+    KL_i / mean KL over the positions with a target, KL_i = cross-entropy - the target's
+    entropy. No gradient flows through the weights."""
+    target_entropy = -jnp.where(target > 0, target * jnp.log(jnp.where(target > 0, target, 1.0)), 0.0).sum(-1)
+    kl = jax.lax.stop_gradient(jnp.maximum(cross_entropy - target_entropy, 0.0))
+    mean_kl = (policy_weight * kl).sum() / jnp.maximum(policy_weight.sum(), 1.0)
+    return (1.0 - surprise) + surprise * kl / jnp.maximum(mean_kl, 1e-6)
+
+
 def make_update(apply_fn: Callable, optimizer: optax.GradientTransformation, rules: env.Rules, *, grad_clip: float,
                 policy_over: str = "all", legality: bool = False, material_weight: float = 0.0,
-                occupancy_weight: float = 0.0):
+                occupancy_weight: float = 0.0, policy_surprise: float = 0.0):
     """``update(params, opt_state, batch, learning_rate) -> (params, opt_state, loss, LossInfo)``.
 
     ``grad_clip`` > 0 scales the gradient down to that global norm when it is larger
     (0: never); ``legality``: the network has a legality head to train; ``material_weight``
     > 0: it has a material head, whose loss counts this much; ``occupancy_weight`` > 0:
-    the same for an occupancy head."""
+    the same for an occupancy head; ``policy_surprise``: ``surprise_weights``' s."""
     grad_fn = jax.value_and_grad(
         lambda p, b: loss_fn(apply_fn, p, b, rules, policy_over=policy_over, legality=legality,
-                             material_weight=material_weight, occupancy_weight=occupancy_weight),
+                             material_weight=material_weight, occupancy_weight=occupancy_weight,
+                             policy_surprise=policy_surprise),
         has_aux=True)
 
     def update(params, opt_state, batch: Batch, rate: Array):
