@@ -20,7 +20,6 @@ from envs import movegen
 NUM_DIRECTIONS = 27  # pgx's action planes
 BOARD_PLANES, FLAGS = 62, 57  # of the 119 observation planes
 SIDE_PLANES = 31  # each side's board planes: 14 pieces, 14 attacks by kind, attacked >= 1, 2, 3 times
-THREAT_PLANES = 4  # ``threat_planes``: two a side
 KING = 7  # pgx's piece order
 
 # _TAPS[i, j, dy, dx]: a 3x3 kernel's tap (dy, dx) at output square (i, j) falls on the board.

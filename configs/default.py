@@ -149,6 +149,8 @@ def _fields() -> ml_collections.ConfigDict:
     c.replay.capacity = 1024 * 32 * 32  # positions; a multiple of num_games * plies_per_iteration
     c.replay.min_positions = 1024 * 32  # positions with a value target before learning starts
     c.replay.search_value_weight = 0.0  # value target = (1-w) * outcome + w * search Q (dlshogi: 1/3)
+    # ... w for the plies the playout caps search with the reduced simulations (-1: the same w)
+    c.replay.reduced_search_value_weight = -1.0
     c.replay.truncated_value = "zero"  # target of games cut at max_length: "zero" or "search"
     c.replay.mirror = False  # sample each position mirrored left to right half the time (shogi's files are alike)
 

@@ -182,6 +182,26 @@ def test_label__game_spanning_two_adds_is_labelled_when_it_ends():
     np.testing.assert_array_equal(target[:6, 0], [-1.0, 1.0, -1.0, 1.0, -1.0, 1.0])
 
 
+def test_label__reduced_searches_take_their_own_weight():
+    # One game of four plies, black wins; rows 1 and 2 were searched with the reduced
+    # simulations.
+    q = np.asarray([0.6, -0.3, 0.2, 0.9], np.float32)
+    full = np.asarray([1, 0, 0, 1], np.bool_)
+    plies = make_plies(
+        ALTERNATING.reshape(-1, 1),
+        starts=column(1, 0, 0, 0),
+        ends=column(0, 0, 0, 1),
+        outcome_black=column(0, 0, 0, 1),
+        search_value=q.reshape(-1, 1),
+        full_search=full.reshape(-1, 1),
+    )
+    buffer = replay.add(replay.init(R, 1), plies)
+    for reduced, w_of_row in ((-1.0, [0.5, 0.5, 0.5, 0.5]), (0.0, [0.5, 0.0, 0.0, 0.5]), (1.0, [0.5, 1.0, 1.0, 0.5])):
+        out = replay.label(buffer, search_value_weight=0.5, truncated_value="zero", reduced_search_value_weight=reduced)
+        w = np.asarray(w_of_row)
+        np.testing.assert_allclose(np.asarray(out.value_target)[:T, 0], (1 - w) * BLACK_SIGN + w * q, rtol=1e-6)
+
+
 def test_label__search_value_weight_mixes_outcome_and_search_value():
     w = 1.0 / 3.0
     q = np.asarray([[0.6, 0.3], [-0.3, 0.9], [0.0, -0.6], [0.9, 0.0]], np.float32)

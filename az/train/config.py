@@ -141,6 +141,12 @@ def _validate_replay(c: ml_collections.ConfigDict) -> None:
         0 <= r.search_value_weight <= 1, "replay.search_value_weight", r.search_value_weight, "must be in [0, 1]"
     )
     _require(
+        r.reduced_search_value_weight == -1 or 0 <= r.reduced_search_value_weight <= 1,
+        "replay.reduced_search_value_weight",
+        r.reduced_search_value_weight,
+        "must be in [0, 1], or -1 for search_value_weight's",
+    )
+    _require(
         r.truncated_value in ("zero", "search"), "replay.truncated_value", r.truncated_value, "must be 'zero' or 'search'"
     )
     _require(isinstance(m.material_plies, int) and 0 <= m.material_plies < r.capacity // p.num_games,

@@ -86,13 +86,17 @@ def add(replay: Replay, plies: Plies) -> Replay:
     )
 
 
-def label(replay: Replay, *, search_value_weight: float, truncated_value: str) -> Replay:
+def label(
+    replay: Replay, *, search_value_weight: float, truncated_value: str, reduced_search_value_weight: float = -1.0
+) -> Replay:
     """Recomputes every position's value target from the outcome of its game.
 
     target = (1 - w) * z + w * q, with z the game result from the mover's view (draw
     0) and q the search value; for a game cut at the maximum length z is 0
-    (``truncated_value="zero"``) or q (``"search"``). Positions of running games
-    have no target yet.
+    (``truncated_value="zero"``) or q (``"search"``). w is ``search_value_weight`` for
+    plies searched in full and ``reduced_search_value_weight`` for the playout caps'
+    reduced searches (< 0: the same w), whose q rests on a visit or two of each move.
+    Positions of running games have no target yet.
     """
     capacity = replay.filled.shape[0]
     newest_first = (replay.next_row - 1 - jnp.arange(capacity)) % capacity
@@ -126,7 +130,10 @@ def label(replay: Replay, *, search_value_weight: float, truncated_value: str) -
     q = p.search_value
     if truncated_value == "search":
         z = jnp.where(rows.truncated[order], q, z)
-    target = (1.0 - search_value_weight) * z + search_value_weight * q
+    w = search_value_weight
+    if reduced_search_value_weight >= 0:
+        w = jnp.where(p.full_search, search_value_weight, reduced_search_value_weight)
+    target = (1.0 - w) * z + w * q
     return replay._replace(value_known=known, value_target=jnp.where(known, target, 0.0))
 
 
