@@ -180,6 +180,9 @@ def _fields() -> ml_collections.ConfigDict:
     # KataGo's surprise weighting of the policy loss, the learner's own policy as the prior:
     # each full search's weight (1 - s) + s * KL / mean KL (az/train/learner.py); 0: off.
     c.learner.policy_surprise = 0.0
+    # The value's squared error counts this much in the loss beside the policy's
+    # cross-entropy (AlphaZero: 1); more of the trunk's gradient then serves the value.
+    c.learner.value_weight = 1.0
 
     # Agreement with the teacher set's held-out positions (az/measure/agreement.py): measured, never
     # trained on; logged as teacher/* and drawn by `report curve`. May change on resume.

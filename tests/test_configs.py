@@ -236,6 +236,7 @@ def _bad(field: str, value, preset="smoke"):
         ("learner.policy_over", "legal_only", 1),
         ("learner.policy_surprise", 1.5, 1),
         ("learner.policy_surprise", -0.1, 1),
+        ("learner.value_weight", 0.0, 1),
         ("replay.reduced_search_value_weight", -0.5, 1),
         ("replay.reduced_search_value_weight", 1.5, 1),
         ("model.material_plies", 64, 1),  # the smoke replay holds 64 rows

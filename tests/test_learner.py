@@ -145,6 +145,37 @@ def test_loss__policy_targets_only_from_full_searches():
     assert float(loss) == pytest.approx(float(policy_loss) + float(value_loss))
 
 
+def test_loss__value_weight_scales_the_value_error_and_its_gradient_alone():
+    """``value_weight`` k: the total is policy + k * value error; the value's parameter gets
+    k times the gradient it gets at 1, the policy's the same."""
+    from az.train.replay import Batch
+    from envs import env
+
+    def apply_fn(params, observations):
+        n = observations[0].shape[0]
+        return jnp.broadcast_to(params["w"], (n, 2187)), jnp.broadcast_to(jnp.tanh(params["v"]), (n,))
+
+    params = {"w": jnp.zeros(2187).at[5].set(2.0), "v": jnp.float32(0.3)}
+    batch = Batch(board=jnp.full((2, 81), -1, jnp.int8), hand=jnp.zeros((2, 2, 7), jnp.int8),
+                  policy=jax.nn.one_hot(jnp.asarray([5, 9]), 2187), policy_weight=jnp.ones(2),
+                  value=jnp.asarray([1.0, -0.5]))
+
+    def loss_and_grad(k):
+        fn = jax.value_and_grad(lambda p: learner.loss_fn(apply_fn, p, batch, env.Rules(), value_weight=k),
+                                has_aux=True)
+        (loss, parts), grads = fn(params)
+        return float(loss), parts, grads
+
+    value_error = np.mean((np.tanh(0.3) - np.array([1.0, -0.5])) ** 2)
+    one, parts, grads_one = loss_and_grad(1.0)
+    three, parts3, grads_three = loss_and_grad(3.0)
+    assert float(parts3[1]) == pytest.approx(value_error, rel=1e-5)  # reported unweighted
+    assert three == pytest.approx(float(parts[0]) + 3.0 * value_error, rel=1e-5)
+    assert three - one == pytest.approx(2.0 * value_error, rel=1e-5)
+    assert float(grads_three["v"]) == pytest.approx(3.0 * float(grads_one["v"]), rel=1e-5)
+    np.testing.assert_allclose(grads_three["w"], grads_one["w"], rtol=1e-6)
+
+
 def test_loss__policy_over_legal_moves_ignores_illegal_logits():
     """``policy_over="legal"``: the softmax runs over the moves legal on the stored board and
     hands (30 at the start, 71 with a gold in hand: 41 empty squares more), illegal

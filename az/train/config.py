@@ -194,6 +194,7 @@ def _validate_learner(c: ml_collections.ConfigDict, num_devices: int) -> None:
     _require(lr.grad_clip >= 0, "learner.grad_clip", lr.grad_clip, "must be >= 0 (0: no clipping)")
     _require(lr.policy_over in ("all", "legal"), "learner.policy_over", lr.policy_over, "must be 'all' or 'legal'")
     _require(0 <= lr.policy_surprise <= 1, "learner.policy_surprise", lr.policy_surprise, "must be in [0, 1] (0: off)")
+    _require(lr.value_weight > 0, "learner.value_weight", lr.value_weight, "must be > 0")
 
 
 def _validate_run(c: ml_collections.ConfigDict) -> None:

@@ -1,7 +1,8 @@
 """The learner: the learning rate over the run, the optimizer, the loss, one gradient step.
 
 Loss = cross-entropy of the policy against the search's improved policy + mean
-squared error of the value, over N sampled positions; weight decay lives in the
+squared error of the value times ``learner.value_weight`` (1 as AlphaZero), over N
+sampled positions; weight decay lives in the
 optimizer (decoupled for AdamW, added to the gradient for SGD). The policy's softmax
 runs over all 2,187 actions (illegal ones have target 0, as in AlphaZero's pseudocode)
 or over each position's legal moves, recomputed from the stored board and hands
@@ -111,7 +112,8 @@ class LossInfo(NamedTuple):
 
 def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules, *,
             policy_over: str = "all", legality: bool = False, material_weight: float = 0.0,
-            occupancy_weight: float = 0.0, policy_surprise: float = 0.0) -> tuple[Array, tuple]:
+            occupancy_weight: float = 0.0, policy_surprise: float = 0.0,
+            value_weight: float = 1.0) -> tuple[Array, tuple]:
     observation = observations(batch.board, batch.hand, rules)
     legality_loss = material_loss = occupancy_loss = jnp.float32(0)
     material, occupancy = material_weight > 0, occupancy_weight > 0
@@ -142,7 +144,7 @@ def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules, *,
     decided = jnp.abs(batch.value) > 0.5
     agree = jnp.sign(value) == jnp.sign(batch.value)
     accuracy = (agree & decided).sum() / jnp.maximum(decided.sum(), 1)
-    total = policy_loss + value_loss + legality_loss + material_weight * material_loss
+    total = policy_loss + value_weight * value_loss + legality_loss + material_weight * material_loss
     return (total + occupancy_weight * occupancy_loss,
             (policy_loss, value_loss, entropy, accuracy, legality_loss, material_loss, occupancy_loss))
 
@@ -160,17 +162,18 @@ def surprise_weights(cross_entropy: Array, target: Array, policy_weight: Array, 
 
 def make_update(apply_fn: Callable, optimizer: optax.GradientTransformation, rules: env.Rules, *, grad_clip: float,
                 policy_over: str = "all", legality: bool = False, material_weight: float = 0.0,
-                occupancy_weight: float = 0.0, policy_surprise: float = 0.0):
+                occupancy_weight: float = 0.0, policy_surprise: float = 0.0, value_weight: float = 1.0):
     """``update(params, opt_state, batch, learning_rate) -> (params, opt_state, loss, LossInfo)``.
 
     ``grad_clip`` > 0 scales the gradient down to that global norm when it is larger
     (0: never); ``legality``: the network has a legality head to train; ``material_weight``
     > 0: it has a material head, whose loss counts this much; ``occupancy_weight`` > 0:
-    the same for an occupancy head; ``policy_surprise``: ``surprise_weights``' s."""
+    the same for an occupancy head; ``policy_surprise``: ``surprise_weights``' s;
+    ``value_weight``: the value's squared error counts this much."""
     grad_fn = jax.value_and_grad(
         lambda p, b: loss_fn(apply_fn, p, b, rules, policy_over=policy_over, legality=legality,
                              material_weight=material_weight, occupancy_weight=occupancy_weight,
-                             policy_surprise=policy_surprise),
+                             policy_surprise=policy_surprise, value_weight=value_weight),
         has_aux=True)
 
     def update(params, opt_state, batch: Batch, rate: Array):

@@ -381,7 +381,8 @@ def _make_learner_step(config: ml_collections.ConfigDict, apply_fn, optimizer, r
                                      policy_over=config.learner.policy_over, legality=model.legality_head,
                                      material_weight=model.material_weight if model.material_head else 0.0,
                                      occupancy_weight=model.occupancy_weight if model.occupancy_head else 0.0,
-                                     policy_surprise=config.learner.policy_surprise)
+                                     policy_surprise=config.learner.policy_surprise,
+                                     value_weight=config.learner.value_weight)
     sample = _make_sampler(config.learner.batch_size, mesh, abstract_replay, mirror=config.replay.mirror,
                            material_plies=model.material_plies if model.material_head else -1,
                            occupancy_plies=model.occupancy_plies if model.occupancy_head else -1)
