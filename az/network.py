@@ -107,13 +107,15 @@ class AZNet(nn.Module):
     material_head: bool = False  # the value head also predicts a material balance in [-1, 1]
     occupancy_head: bool = False  # the trunk also predicts each square's later occupant
     threat_planes: bool = False  # the stem also reads ``threat_planes``, derived from the observation
+    reply_head: bool = False  # a second policy head: the opponent's policy at the next ply
 
     @nn.compact
     def __call__(self, observation: tuple[Array, Array], with_aux: bool = False):
         """-> (policy logits [B, 2187], value [B]), and with ``with_aux`` a dict of the
         auxiliary heads built, third: "legality" logits [B, 2187], "material" [B],
-        "occupancy" logits [B, 81, 3] by square (empty, the mover's piece, the opponent's)
-        (the learner's auxiliary targets; search never asks)."""
+        "occupancy" logits [B, 81, 3] by square (empty, the mover's piece, the opponent's),
+        "reply" logits [B, 2187] of the opponent's next move in the opponent's frame (the
+        learner's auxiliary targets; search never asks)."""
         board_bytes, flags = observation  # [B, 648] uint8, [B, 57] bool
         h = Stem(self.channels, self.dtype, self.threat_planes, name="Conv_0")(board_bytes, flags)
         h = nn.relu(nn.LayerNorm(dtype=self.dtype)(h))
@@ -136,6 +138,12 @@ class AZNet(nn.Module):
             # From the policy's hidden planes: what makes a move legal is what the policy
             # must know to keep its mass on legal moves.
             aux["legality"] = _planes_to_actions(nn.Conv(NUM_DIRECTIONS, (1, 1), dtype=self.dtype, name="Legality")(hidden))
+
+        if self.reply_head:
+            # The opponent's frame is the board turned half a turn: square s is 80 - s, so
+            # both spatial axes reversed put each square's features where its moves are.
+            aux["reply"] = _planes_to_actions(nn.Conv(NUM_DIRECTIONS, (1, 1), dtype=self.dtype, name="Reply")(
+                hidden[:, ::-1, ::-1, :]))
 
         if self.occupancy_head:
             # From the trunk itself: a target on every square, where the policy and value
@@ -192,6 +200,7 @@ def make_network(config) -> AZNet:
         material_head=config.material_head,
         occupancy_head=config.occupancy_head,
         threat_planes=config.threat_planes,
+        reply_head=config.reply_head,
         dtype=jnp.bfloat16 if config.dtype == "bfloat16" else jnp.float32,
     )
 

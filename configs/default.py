@@ -144,6 +144,11 @@ def _fields() -> ml_collections.ConfigDict:
     # threat_planes): each side's pieces attacked more often than defended, and attacked
     # by a cheaper kind; what a capture may win, which the value is slow to see.
     c.model.threat_planes = False
+    # An auxiliary policy head: the opponent's search policy at the next ply, from the policy's
+    # hidden planes turned half a turn into the opponent's frame (KataGo's opponent policy
+    # target), so that the trunk learns what the opponent will do next, captures included.
+    c.model.reply_head = False
+    c.model.reply_weight = 0.15  # ... its cross-entropy's weight in the loss (KataGo's)
 
     c.replay = ml_collections.ConfigDict()
     c.replay.capacity = 1024 * 32 * 32  # positions; a multiple of num_games * plies_per_iteration

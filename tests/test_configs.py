@@ -242,6 +242,7 @@ def _bad(field: str, value, preset="smoke"):
         ("model.material_plies", 64, 1),  # the smoke replay holds 64 rows
         ("model.material_plies", -1, 1),
         ("model.material_weight", 0.0, 1),
+        ("model.reply_weight", 0.0, 1),
         ("model.occupancy_plies", 0, 1),
         ("model.occupancy_plies", 64, 1),
         ("model.occupancy_weight", -1.0, 1),

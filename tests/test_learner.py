@@ -136,7 +136,7 @@ def test_loss__policy_targets_only_from_full_searches():
     targets = jax.nn.one_hot(jnp.asarray([5, 9, 9, 5]), 2187)
     batch = Batch(board=jnp.full((4, 81), -1, jnp.int8), hand=jnp.zeros((4, 2, 7), jnp.int8), policy=targets,
                   policy_weight=jnp.asarray([1.0, 0.0, 0.0, 1.0]), value=jnp.asarray([1.0, -1.0, 1.0, -1.0]))
-    loss, (policy_loss, value_loss, _, _, legality_loss, material_loss, _) = learner.loss_fn(
+    loss, (policy_loss, value_loss, _, _, legality_loss, material_loss, _, _) = learner.loss_fn(
         apply_fn, params, batch, env.Rules())
     assert float(legality_loss) == 0.0 and float(material_loss) == 0.0  # no auxiliary heads
     log_p = jax.nn.log_softmax(params["w"])
@@ -174,6 +174,39 @@ def test_loss__value_weight_scales_the_value_error_and_its_gradient_alone():
     assert three - one == pytest.approx(2.0 * value_error, rel=1e-5)
     assert float(grads_three["v"]) == pytest.approx(3.0 * float(grads_one["v"]), rel=1e-5)
     np.testing.assert_allclose(grads_three["w"], grads_one["w"], rtol=1e-6)
+
+
+def test_loss__reply_head_is_a_cross_entropy_over_the_positions_with_a_next_target():
+    """``reply_weight`` k > 0: the reply head's cross-entropy against the next ply's policy,
+    averaged over the rows whose weight is 1, joins the loss times k; a row without a
+    next target moves nothing."""
+    from az.train.replay import Batch
+    from envs import env
+
+    def apply_fn(params, observations, with_aux=False):
+        n = observations[0].shape[0]
+        logits, value = jnp.zeros((n, 2187)), jnp.zeros(n)
+        return (logits, value, {"reply": jnp.broadcast_to(params["r"], (n, 2187))}) if with_aux else (logits, value)
+
+    params = {"r": jnp.zeros(2187).at[5].set(2.0)}
+    reply = jax.nn.one_hot(jnp.asarray([5, 9, 9]), 2187)
+    batch = Batch(board=jnp.full((3, 81), -1, jnp.int8), hand=jnp.zeros((3, 2, 7), jnp.int8),
+                  policy=jax.nn.one_hot(jnp.asarray([0, 0, 0]), 2187), policy_weight=jnp.ones(3),
+                  value=jnp.zeros(3), reply=reply, reply_weight=jnp.asarray([1.0, 1.0, 0.0]))
+    fn = jax.value_and_grad(lambda p: learner.loss_fn(apply_fn, p, batch, env.Rules(), reply_weight=0.5),
+                            has_aux=True)
+    (loss, parts), grads = jax.jit(fn)(params)
+    log_p = np.asarray(jax.nn.log_softmax(params["r"]))
+    expected = -(log_p[5] + log_p[9]) / 2  # the third row has no target
+    assert float(parts[7]) == pytest.approx(expected, rel=1e-5)
+    assert float(loss) == pytest.approx(float(parts[0]) + float(parts[1]) + 0.5 * expected, rel=1e-5)
+    step = -np.asarray(grads["r"])
+    # k times the rows' mean target less the softmax; the third row's target adds nothing.
+    wanted = np.zeros(2187)
+    wanted[[5, 9]] = 0.5
+    np.testing.assert_allclose(step, 0.5 * (wanted - np.exp(log_p)), atol=1e-6)
+    no_head = learner.loss_fn(apply_fn, params, batch, env.Rules())
+    assert float(no_head[1][7]) == 0.0
 
 
 def test_loss__policy_over_legal_moves_ignores_illegal_logits():

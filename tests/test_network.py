@@ -127,6 +127,21 @@ def test_network__material_head_reads_the_value_heads_hidden_layer():
     np.testing.assert_allclose(net.apply(params, observation, with_aux=True)[2]["material"], value, atol=1e-6)
 
 
+def test_network__reply_head_reads_the_policy_planes_turned_into_the_opponents_frame():
+    """reply_head=True adds a 1x1 head on the policy's hidden planes turned half a turn:
+    given the policy's own kernel and bias it gives, for each direction, the policy's
+    logit on square 80 - s at square s (the opponent's frame). The policy and value are
+    unchanged."""
+    net, params, observation, value, aux = _with_and_without_head("Reply", reply_head=True)
+    assert list(aux) == ["reply"] and aux["reply"].shape == (3, 2187)
+    params["params"]["Reply"] = dict(params["params"]["Conv_2"])
+    logits, _, aux = net.apply(params, observation, with_aux=True)
+    by_direction = np.asarray(logits).reshape(3, network_lib.NUM_DIRECTIONS, 81)
+    np.testing.assert_allclose(np.asarray(aux["reply"]).reshape(3, network_lib.NUM_DIRECTIONS, 81),
+                               by_direction[:, :, ::-1], atol=1e-5)
+    assert not np.allclose(by_direction, by_direction[:, :, ::-1])
+
+
 def test_planes_to_squares__turns_the_observation_back_to_pgx_squares():
     """The observation's planes, turned back by the helper the policy and the occupancy
     head share, sit on pgx's squares: each of the mover's piece planes (0-13) and the

@@ -452,3 +452,54 @@ def test_future_occupancy__reads_the_board_k_plies_on_in_the_sampled_movers_fram
     np.testing.assert_array_equal(mirrored.occupancy[flipped], movegen.mirror_board(batch.occupancy[flipped]))
     np.testing.assert_array_equal(mirrored.occupancy[kept], batch.occupancy[kept])
     assert replay.sample(buffer, jax.random.key(0), 64).occupancy is None
+
+
+def test_next_policy__is_the_next_plys_target_in_the_same_game_when_searched_in_full():
+    """The games of ``future_material``'s test, each ply's policy a one-hot on an action
+    that names its row and column, and the plies of rows 2 and 9 searched with the reduced
+    simulations. A position's target is the next row's policy with weight 1 where its game
+    goes on there and that ply was searched in full; at a game's last ply, or before a
+    reduced search, weight 0 and no policy. Mirrored draws carry it to the mirrored actions."""
+    color = np.stack([np.arange(2 * T) % 2, (np.arange(2 * T) + 1) % 2, np.arange(2 * T) % 2], axis=1)
+    starts = np.zeros((2 * T, B), bool)
+    starts[0, :] = starts[6, 0] = True
+    ends = np.zeros((2 * T, B), bool)
+    ends[5, 0] = ends[7, 1] = True
+    full = np.ones((2 * T, B), bool)
+    full[2, :] = False
+    policy = np.zeros((2 * T, B, replay.NUM_ACTIONS), np.float32)
+    action = lambda row, col: 100 * row + 7 * col + 3
+    for row in range(2 * T):
+        for col in range(B):
+            policy[row, col, action(row, col)] = 1.0
+    buffer = replay.init(R, B)
+    for w in range(2):
+        rows = slice(w * T, (w + 1) * T)
+        plies = make_plies(color[rows], starts=starts[rows], ends=ends[rows], outcome_black=np.where(ends, 1.0, 0.0)[rows],
+                           write=w, full_search=full[rows])
+        buffer = replay.add(buffer, plies._replace(policy=jnp.asarray(policy[rows], jnp.bfloat16)))
+    known, _, buffer = label(buffer)
+    index = jnp.asarray(np.flatnonzero(known))
+    got_policy, got_weight = jax.tree.map(np.asarray, jax.jit(replay.next_policy)(buffer, index))
+    last_row = {0: 5, 1: 7}
+    targets = 0
+    for i, target, weight in zip(np.asarray(index), got_policy, got_weight):
+        row, col = divmod(int(i), B)
+        has_next = row < last_row[col] and row + 1 != 2
+        assert weight == float(has_next), (row, col)
+        if has_next:
+            targets += 1
+            assert target[action(row + 1, col)] == 1.0 and target.sum() == 1.0, (row, col)
+        else:
+            assert not target.any(), (row, col)
+    assert targets == 10  # column 0: rows 0, 2, 3, 4; column 1: rows 0, 2-6
+    batch = jax.tree.map(np.asarray, replay.sample(buffer, jax.random.key(0), 64, reply=True))
+    assert batch.reply.shape == (64, replay.NUM_ACTIONS) and batch.reply_weight.shape == (64,)
+    assert 0 < batch.reply_weight.mean() < 1
+    mirrored = jax.tree.map(np.asarray, replay.sample(buffer, jax.random.key(0), 64, reply=True, mirror=True))
+    np.testing.assert_array_equal(mirrored.reply_weight, batch.reply_weight)
+    flipped = (mirrored.policy != batch.policy).any(-1)
+    assert flipped.any() and (~flipped).any()
+    np.testing.assert_array_equal(mirrored.reply[flipped], batch.reply[flipped][:, movegen.MIRRORED_ACTIONS])
+    np.testing.assert_array_equal(mirrored.reply[~flipped], batch.reply[~flipped])
+    assert replay.sample(buffer, jax.random.key(0), 64).reply is None

@@ -256,7 +256,7 @@ def test_resume__continues_exactly_moving_average_included(smoke_runs, base_cont
 def test_train__policy_over_legal_with_the_auxiliary_heads_trains_with_finite_losses(tmp_path):
     """The legal-only policy loss and the three auxiliary heads compiled into the whole
     loop: the learner recomputes the sampled positions' legal moves, their material and
-    their squares' occupants a few plies on; losses stay finite, the policy loss is about
+    their squares' occupants a few plies on, and the opponent's next search; losses stay finite, the policy loss is about
     the log of a position's legal-move count, far below the all-actions loss's start
     (about log 2187 = 7.7), the legality head's loss is logged and falls, below log 2 =
     0.69 (a sigmoid at 0) within five iterations of learning, the material head's falls
@@ -266,6 +266,8 @@ def test_train__policy_over_legal_with_the_auxiliary_heads_trains_with_finite_lo
     config.model.legality_head = True
     config.model.material_head = True
     config.model.occupancy_head = True
+    config.model.reply_head = True
+    config.model.reply_weight = 1.0
     loop.train(config, str(tmp_path), max_iterations=10)  # learning starts at iteration 6
     learned = [line for line in read_jsonl(tmp_path) if line["learned"]]
     assert len(learned) >= 4
@@ -276,6 +278,7 @@ def test_train__policy_over_legal_with_the_auxiliary_heads_trains_with_finite_lo
     assert learned[-1]["legality_loss"] < min(learned[0]["legality_loss"], math.log(2))
     assert learned[-1]["material_loss"] < learned[0]["material_loss"]
     assert learned[-1]["occupancy_loss"] < min(learned[0]["occupancy_loss"], math.log(3))
+    assert 0 < learned[-1]["reply_loss"] < math.log(2187)  # the opponent's next move, over all actions
 
 
 @pytest.mark.slow

@@ -153,6 +153,7 @@ def _validate_replay(c: ml_collections.ConfigDict) -> None:
              "model.material_plies", m.material_plies,
              f"must be an integer in [0, replay rows = {r.capacity // p.num_games})")
     _require(m.material_weight > 0, "model.material_weight", m.material_weight, "must be > 0")
+    _require(m.reply_weight > 0, "model.reply_weight", m.reply_weight, "must be > 0")
     _require(isinstance(m.occupancy_plies, int) and 1 <= m.occupancy_plies < r.capacity // p.num_games,
              "model.occupancy_plies", m.occupancy_plies,
              f"must be an integer in [1, replay rows = {r.capacity // p.num_games})")

@@ -20,6 +20,10 @@ which pieces are about to change hands. A network with an occupancy head
 (``replay.future_occupancy``), averaged over the 81 squares, times
 ``model.occupancy_weight``: a target on every square of the trunk, as KataGo's
 ownership head, where a piece left to be taken shows as a square that changes sides.
+A network with a reply head (``model.reply_head``) adds the cross-entropy of its
+logits against the opponent's search policy at the next ply (``replay.next_policy``),
+over the positions whose next ply was searched in full, times ``model.reply_weight``
+(KataGo's opponent policy target): the trunk learns what the opponent plays next.
 With ``learner.policy_surprise`` s > 0 each full search's policy cross-entropy is
 weighed (1 - s) + s * KL_i / mean KL, KL_i the divergence of the network's policy from
 the search's target (KataGo's surprise weighting, with the learner's own policy as the
@@ -105,6 +109,7 @@ class LossInfo(NamedTuple):
     legality_loss: Array  # the legality head's cross-entropy (0 without the head)
     material_loss: Array  # the material head's squared error (0 without the head)
     occupancy_loss: Array  # the occupancy head's cross-entropy per square (0 without the head)
+    reply_loss: Array  # the reply head's cross-entropy over the positions with a target (0 without)
     grad_norm: Array  # global gradient norm before clipping
     clipped: Array  # 1.0 when clipping scaled the gradient down, else 0.0
     learning_rate: Array
@@ -113,11 +118,11 @@ class LossInfo(NamedTuple):
 def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules, *,
             policy_over: str = "all", legality: bool = False, material_weight: float = 0.0,
             occupancy_weight: float = 0.0, policy_surprise: float = 0.0,
-            value_weight: float = 1.0) -> tuple[Array, tuple]:
+            value_weight: float = 1.0, reply_weight: float = 0.0) -> tuple[Array, tuple]:
     observation = observations(batch.board, batch.hand, rules)
-    legality_loss = material_loss = occupancy_loss = jnp.float32(0)
-    material, occupancy = material_weight > 0, occupancy_weight > 0
-    if legality or material or occupancy:
+    legality_loss = material_loss = occupancy_loss = reply_loss = jnp.float32(0)
+    material, occupancy, reply = material_weight > 0, occupancy_weight > 0, reply_weight > 0
+    if legality or material or occupancy or reply:
         logits, value, aux = apply_fn(params, observation, with_aux=True)
     else:
         logits, value = apply_fn(params, observation)
@@ -129,6 +134,9 @@ def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules, *,
         material_loss = jnp.mean((aux["material"] - jnp.tanh(batch.material / MATERIAL_SCALE)) ** 2)
     if occupancy:
         occupancy_loss = optax.softmax_cross_entropy_with_integer_labels(aux["occupancy"], batch.occupancy).mean()
+    if reply:
+        reply_cross_entropy = -(batch.reply * jax.nn.log_softmax(aux["reply"])).sum(-1)
+        reply_loss = (batch.reply_weight * reply_cross_entropy).sum() / jnp.maximum(batch.reply_weight.sum(), 1.0)
     if policy_over == "legal":
         # A finite fill keeps a row without legal moves finite (its target is 0 anyway).
         logits = jnp.where(legal, logits, -1e9)
@@ -145,8 +153,8 @@ def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules, *,
     agree = jnp.sign(value) == jnp.sign(batch.value)
     accuracy = (agree & decided).sum() / jnp.maximum(decided.sum(), 1)
     total = policy_loss + value_weight * value_loss + legality_loss + material_weight * material_loss
-    return (total + occupancy_weight * occupancy_loss,
-            (policy_loss, value_loss, entropy, accuracy, legality_loss, material_loss, occupancy_loss))
+    return (total + occupancy_weight * occupancy_loss + reply_weight * reply_loss,
+            (policy_loss, value_loss, entropy, accuracy, legality_loss, material_loss, occupancy_loss, reply_loss))
 
 
 def surprise_weights(cross_entropy: Array, target: Array, policy_weight: Array, surprise: float) -> Array:
@@ -162,18 +170,21 @@ def surprise_weights(cross_entropy: Array, target: Array, policy_weight: Array, 
 
 def make_update(apply_fn: Callable, optimizer: optax.GradientTransformation, rules: env.Rules, *, grad_clip: float,
                 policy_over: str = "all", legality: bool = False, material_weight: float = 0.0,
-                occupancy_weight: float = 0.0, policy_surprise: float = 0.0, value_weight: float = 1.0):
+                occupancy_weight: float = 0.0, policy_surprise: float = 0.0, value_weight: float = 1.0,
+                reply_weight: float = 0.0):
     """``update(params, opt_state, batch, learning_rate) -> (params, opt_state, loss, LossInfo)``.
 
     ``grad_clip`` > 0 scales the gradient down to that global norm when it is larger
     (0: never); ``legality``: the network has a legality head to train; ``material_weight``
     > 0: it has a material head, whose loss counts this much; ``occupancy_weight`` > 0:
     the same for an occupancy head; ``policy_surprise``: ``surprise_weights``' s;
-    ``value_weight``: the value's squared error counts this much."""
+    ``value_weight``: the value's squared error counts this much; ``reply_weight`` > 0: the
+    network has a reply head, whose cross-entropy counts this much."""
     grad_fn = jax.value_and_grad(
         lambda p, b: loss_fn(apply_fn, p, b, rules, policy_over=policy_over, legality=legality,
                              material_weight=material_weight, occupancy_weight=occupancy_weight,
-                             policy_surprise=policy_surprise, value_weight=value_weight),
+                             policy_surprise=policy_surprise, value_weight=value_weight,
+                             reply_weight=reply_weight),
         has_aux=True)
 
     def update(params, opt_state, batch: Batch, rate: Array):

@@ -145,6 +145,8 @@ class Batch(NamedTuple):
     value: Array  # [N] float32
     material: Array | None = None  # [N] float32, the mover's material k plies later (``future_material``)
     occupancy: Array | None = None  # [N, 81] int32, each square's occupant k plies later (``future_occupancy``)
+    reply: Array | None = None  # [N, A] float32, the opponent's policy target at the next ply (``next_policy``)
+    reply_weight: Array | None = None  # [N] float32, 1 where that ply exists and was searched in full
 
 
 def _later_rows(replay: Replay, index: Array, plies: int) -> tuple[Array, Array, Array]:
@@ -190,12 +192,29 @@ def future_occupancy(replay: Replay, index: Array, plies: int) -> Array:
     return jnp.where(board < 0, EMPTY, jnp.where(own, OWN, OPPONENT))
 
 
+def next_policy(replay: Replay, index: Array) -> tuple[Array, Array]:
+    """The policy target of the ply after each flat ``index`` [N] in the same game, the
+    opponent's search in the opponent's frame: ([N, A] float32, [N] float32 weight, 1
+    where the game went on and that ply was searched in full, else 0 with a zero policy).
+    Only for positions whose game has ended: the next row, when the game went on, holds
+    its next ply."""
+    capacity, games = replay.filled.shape
+    row, column = index // games, index % games
+    after = (row + 1) % capacity
+    p = replay.plies
+    exists = ~p.ends_game[row, column] & replay.filled[after, column] & ~p.starts_game[after, column]
+    weight = exists & p.full_search[after, column]
+    policy = jnp.where(weight[:, None], p.policy[after, column].astype(jnp.float32), 0.0)
+    return policy, weight.astype(jnp.float32)
+
+
 def sample(replay: Replay, rng_key: Array, size: int, *, mirror: bool = False, material_plies: int = -1,
-           occupancy_plies: int = -1) -> Batch:
+           occupancy_plies: int = -1, reply: bool = False) -> Batch:
     """``size`` positions drawn uniformly (with replacement) among those with a target;
     with ``mirror``, each is mirrored left to right (board, policy and occupancy) with
     probability 1/2; with ``material_plies`` >= 0, each comes with its ``future_material``
-    that many plies on, with ``occupancy_plies`` >= 0 its ``future_occupancy``."""
+    that many plies on, with ``occupancy_plies`` >= 0 its ``future_occupancy``, with
+    ``reply`` its ``next_policy``."""
     known = replay.value_known.reshape(-1)
     weights = known / jnp.maximum(known.sum(), 1)
     weights = jnp.where(known.any(), weights, 1.0 / known.shape[0])
@@ -203,12 +222,15 @@ def sample(replay: Replay, rng_key: Array, size: int, *, mirror: bool = False, m
     flat = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), replay.plies)
     board, policy = flat.board[index], flat.policy[index].astype(jnp.float32)
     occupancy = future_occupancy(replay, index, occupancy_plies) if occupancy_plies >= 0 else None
+    reply_policy, reply_weight = next_policy(replay, index) if reply else (None, None)
     if mirror:
         flip = jax.random.bernoulli(jax.random.fold_in(rng_key, 1), 0.5, (size,))
         board = jnp.where(flip[:, None], movegen.mirror_board(board), board)
         policy = jnp.where(flip[:, None], policy[:, movegen.MIRRORED_ACTIONS], policy)
         if occupancy is not None:
             occupancy = jnp.where(flip[:, None], movegen.mirror_board(occupancy), occupancy)
+        if reply_policy is not None:  # left and right are the same files in both frames
+            reply_policy = jnp.where(flip[:, None], reply_policy[:, movegen.MIRRORED_ACTIONS], reply_policy)
     return Batch(
         board=board,
         hand=flat.hand[index],
@@ -217,4 +239,6 @@ def sample(replay: Replay, rng_key: Array, size: int, *, mirror: bool = False, m
         value=replay.value_target.reshape(-1)[index],
         material=future_material(replay, index, material_plies) if material_plies >= 0 else None,
         occupancy=occupancy,
+        reply=reply_policy,
+        reply_weight=reply_weight,
     )

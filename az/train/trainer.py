@@ -125,19 +125,19 @@ def _state_sharding(abstract: TrainState, mesh: Mesh):
 
 
 def _make_sampler(batch_size: int, mesh: Mesh, abstract_replay: replay_lib.Replay, *, mirror: bool,
-                  material_plies: int, occupancy_plies: int = -1) -> Callable:
+                  material_plies: int, occupancy_plies: int = -1, reply: bool = False) -> Callable:
     """``sample(replay, rng_key) -> Batch [N]``, sharded: each data shard draws N / shards
     positions from its own game columns (uniformly among those with a target), so no
     collective moves the buffer and per-chip replay memory falls as 1 / shards. ``mirror``:
     half of them mirrored left to right; ``material_plies``, ``occupancy_plies`` >= 0: with
-    the material or occupancy head's target (``replay.sample``)."""
+    the material or occupancy head's target; ``reply``: with the reply head's (``replay.sample``)."""
     specs = jax.tree.map(lambda leaf: P(None, "data") if leaf.ndim >= 2 else P(), abstract_replay)
     shards = mesh.size
 
     def local(replay, rng_key):
         key = jax.random.fold_in(rng_key, jax.lax.axis_index("data"))
         return replay_lib.sample(replay, key, batch_size // shards, mirror=mirror, material_plies=material_plies,
-                                 occupancy_plies=occupancy_plies)
+                                 occupancy_plies=occupancy_plies, reply=reply)
 
     return jax.shard_map(local, mesh=mesh, in_specs=(specs, P()), out_specs=P("data"))
 
@@ -214,6 +214,7 @@ def _iteration_metrics(config: ml_collections.ConfigDict, state: TrainState, *, 
         **({"legality_loss": info.legality_loss.mean()} if config.model.legality_head else {}),
         **({"material_loss": info.material_loss.mean()} if config.model.material_head else {}),
         **({"occupancy_loss": info.occupancy_loss.mean()} if config.model.occupancy_head else {}),
+        **({"reply_loss": info.reply_loss.mean()} if config.model.reply_head else {}),
         "learner/learning_rate": jnp.where(can_learn, info.learning_rate[-1], rate_now) if steps else rate_now,
         "learner/grad_norm": info.grad_norm.mean(),
         "learner/grad_norm_max": info.grad_norm.max() if steps else jnp.float32(0),
@@ -382,10 +383,12 @@ def _make_learner_step(config: ml_collections.ConfigDict, apply_fn, optimizer, r
                                      material_weight=model.material_weight if model.material_head else 0.0,
                                      occupancy_weight=model.occupancy_weight if model.occupancy_head else 0.0,
                                      policy_surprise=config.learner.policy_surprise,
-                                     value_weight=config.learner.value_weight)
+                                     value_weight=config.learner.value_weight,
+                                     reply_weight=model.reply_weight if model.reply_head else 0.0)
     sample = _make_sampler(config.learner.batch_size, mesh, abstract_replay, mirror=config.replay.mirror,
                            material_plies=model.material_plies if model.material_head else -1,
-                           occupancy_plies=model.occupancy_plies if model.occupancy_head else -1)
+                           occupancy_plies=model.occupancy_plies if model.occupancy_head else -1,
+                           reply=model.reply_head)
 
     def learner_step(params, opt_state, step, replay, progress, rng_key):
         batch = sample(replay, rng_key)
