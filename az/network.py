@@ -100,6 +100,7 @@ class AZNet(nn.Module):
     num_blocks: int
     channels: int
     value_hidden: int = 256
+    value_pool: bool = False  # the value's hidden layer also reads the trunk's mean and max per channel
     dtype: jnp.dtype = jnp.float32
     policy_bias: str = "plane"  # "plane": one bias per direction; "action": one per action
     drop_logit_init: float = 0.0  # the drop planes' initial bias: an untrained prior on drops
@@ -153,6 +154,8 @@ class AZNet(nn.Module):
 
         v = nn.Conv(4, (1, 1), dtype=self.dtype, name="Conv_3")(h)
         v = nn.relu(nn.LayerNorm(dtype=self.dtype)(v)).reshape(h.shape[0], -1)
+        if self.value_pool:
+            v = jnp.concatenate([v, h.mean((1, 2)), h.max((1, 2))], -1)
         v = nn.relu(nn.Dense(self.value_hidden, dtype=self.dtype)(v))
         value = jnp.tanh(nn.Dense(1, dtype=self.dtype)(v))[:, 0]
         if self.material_head:
@@ -194,6 +197,7 @@ def make_network(config) -> AZNet:
         num_blocks=config.num_blocks,
         channels=config.channels,
         value_hidden=config.value_hidden,
+        value_pool=config.value_pool,
         policy_bias=config.policy_bias,
         drop_logit_init=config.drop_logit_init,
         legality_head=config.legality_head,

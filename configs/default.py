@@ -129,6 +129,9 @@ def _fields() -> ml_collections.ConfigDict:
     c.model.num_blocks = 10  # residual blocks
     c.model.channels = 128
     c.model.value_hidden = 256
+    # The value head also reads each trunk channel's mean and maximum over the board (KataGo's
+    # global pooling) beside its 1x1 convolution's few planes: whole-board sums such as material.
+    c.model.value_pool = False
     c.model.dtype = "bfloat16"  # compute dtype: "float32" or "bfloat16" (parameters stay float32)
     c.model.policy_bias = "plane"  # policy logits' bias: one per direction plane, or "action": one per action
     c.model.drop_logit_init = 0.0  # the drop actions' initial logit bias (a prior against drops when < 0)

@@ -142,6 +142,30 @@ def test_network__reply_head_reads_the_policy_planes_turned_into_the_opponents_f
     assert not np.allclose(by_direction, by_direction[:, :, ::-1])
 
 
+def test_network__value_pool_widens_only_the_values_hidden_layer_with_each_channels_mean_and_max():
+    """value_pool=True: the value's hidden layer reads 2C more inputs, the trunk's mean and
+    max per channel; with their weights at 0 the value is the plain network's, and the
+    policy never changes; with them it moves."""
+    kwargs = dict(num_blocks=1, channels=4, value_hidden=8)
+    pooled, plain = network_lib.AZNet(**kwargs, value_pool=True), network_lib.AZNet(**kwargs)
+    params = network_lib.init_params(pooled, jax.random.key(0))
+    plain_params = network_lib.init_params(plain, jax.random.key(0))
+    kernel = np.asarray(params["params"]["Dense_0"]["kernel"])
+    plain_kernel = np.asarray(plain_params["params"]["Dense_0"]["kernel"])
+    assert kernel.shape == (plain_kernel.shape[0] + 2 * 4, 8)
+    observation = (jax.random.randint(jax.random.key(1), (3, 648), 0, 256).astype(jnp.uint8),
+                   jax.random.bernoulli(jax.random.key(2), 0.3, (3, 57)))
+    logits, value = pooled.apply(params, observation)
+    params["params"]["Dense_0"]["kernel"] = jnp.asarray(kernel).at[-8:].set(0.0)
+    zeroed_logits, zeroed_value = pooled.apply(params, observation)
+    params["params"]["Dense_0"]["kernel"] = jnp.asarray(kernel[:-8])
+    plain_logits, plain_value = plain.apply(params, observation)
+    np.testing.assert_allclose(zeroed_value, plain_value, atol=1e-6)
+    np.testing.assert_allclose(logits, plain_logits, atol=1e-6)
+    np.testing.assert_allclose(zeroed_logits, plain_logits, atol=1e-6)
+    assert not np.allclose(value, plain_value)
+
+
 def test_planes_to_squares__turns_the_observation_back_to_pgx_squares():
     """The observation's planes, turned back by the helper the policy and the occupancy
     head share, sit on pgx's squares: each of the mover's piece planes (0-13) and the
