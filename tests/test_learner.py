@@ -269,7 +269,7 @@ def test_loss__legality_head_learns_the_recomputed_legal_moves():
     rng = np.random.default_rng(2)
     params = {"w": jnp.zeros(2187), "legal": jnp.asarray(rng.normal(size=2187), jnp.float32)}
     fn = jax.value_and_grad(lambda p: learner.loss_fn(apply_fn, p, batch, env.Rules(), legality=True), has_aux=True)
-    (loss, (policy_loss, value_loss, _, _, legality_loss, _, _)), grads = jax.jit(fn)(params)
+    (loss, (policy_loss, value_loss, _, _, legality_loss, _, _, _)), grads = jax.jit(fn)(params)
 
     legal = np.asarray(start.legal_action_mask)
     z = np.asarray(params["legal"], np.float64)
