@@ -196,14 +196,10 @@ def next_policy(replay: Replay, index: Array) -> tuple[Array, Array]:
     """The policy target of the ply after each flat ``index`` [N] in the same game, the
     opponent's search in the opponent's frame: ([N, A] float32, [N] float32 weight, 1
     where the game went on and that ply was searched in full, else 0 with a zero policy).
-    Only for positions whose game has ended: the next row, when the game went on, holds
-    its next ply."""
-    capacity, games = replay.filled.shape
-    row, column = index // games, index % games
-    after = (row + 1) % capacity
+    Only for positions whose game has ended (``_later_rows``)."""
+    row, column, after = _later_rows(replay, index, 1)
     p = replay.plies
-    exists = ~p.ends_game[row, column] & replay.filled[after, column] & ~p.starts_game[after, column]
-    weight = exists & p.full_search[after, column]
+    weight = (after != row) & p.full_search[after, column]  # ``after`` is ``row`` where the game ended there
     policy = jnp.where(weight[:, None], p.policy[after, column].astype(jnp.float32), 0.0)
     return policy, weight.astype(jnp.float32)
 
