@@ -159,6 +159,9 @@ def _fields() -> ml_collections.ConfigDict:
     c.replay.search_value_weight = 0.0  # value target = (1-w) * outcome + w * search Q (dlshogi: 1/3)
     # ... w for the plies the playout caps search with the reduced simulations (-1: the same w)
     c.replay.reduced_search_value_weight = -1.0
+    # ... q read this many plies later in the same game, once exchanges under way are played out
+    # (0: the position's own search; a game that ends sooner gives its outcome)
+    c.replay.search_value_plies = 0
     c.replay.truncated_value = "zero"  # target of games cut at max_length: "zero" or "search"
     c.replay.mirror = False  # sample each position mirrored left to right half the time (shogi's files are alike)
 

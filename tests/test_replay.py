@@ -202,6 +202,32 @@ def test_label__reduced_searches_take_their_own_weight():
         np.testing.assert_allclose(np.asarray(out.value_target)[:T, 0], (1 - w) * BLACK_SIGN + w * q, rtol=1e-6)
 
 
+def test_label__search_value_plies_reads_the_search_value_later_in_the_same_game():
+    """One game of six plies that black wins (rows 0-5, over two adds), then a running
+    game. With k plies, each position's q is the search value k rows on, negated where
+    the other side moves there; where the game ends within k plies, q is the outcome."""
+    q = np.asarray([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8], np.float32)
+    color = np.asarray([0, 1, 0, 1, 0, 1, 0, 1])
+    ends = np.asarray([0, 0, 0, 0, 0, 1, 0, 0])
+    starts = np.asarray([1, 0, 0, 0, 0, 0, 1, 0])
+    buffer = replay.init(R, 1)
+    for w in range(2):
+        rows = slice(w * T, (w + 1) * T)
+        buffer = replay.add(buffer, make_plies(color[rows].reshape(-1, 1), starts=starts[rows], ends=ends[rows],
+                                               outcome_black=ends[rows], search_value=q[rows], write=w))
+    z = np.where(color[:6] == 0, 1.0, -1.0)
+    expected = {
+        0: q[:6],
+        1: np.concatenate([-q[1:6], z[5:]]),
+        2: np.concatenate([q[2:6], z[4:]]),
+    }
+    for plies, later_q in expected.items():
+        out = replay.label(buffer, search_value_weight=0.5, truncated_value="zero", search_value_plies=plies)
+        np.testing.assert_array_equal(np.asarray(out.value_known)[:, 0], [True] * 6 + [False] * 2)
+        np.testing.assert_allclose(np.asarray(out.value_target)[:6, 0], 0.5 * z + 0.5 * later_q, rtol=1e-6,
+                                   err_msg=str(plies))
+
+
 def test_label__search_value_weight_mixes_outcome_and_search_value():
     w = 1.0 / 3.0
     q = np.asarray([[0.6, 0.3], [-0.3, 0.9], [0.0, -0.6], [0.9, 0.0]], np.float32)

@@ -147,6 +147,12 @@ def _validate_replay(c: ml_collections.ConfigDict) -> None:
         "must be in [0, 1], or -1 for search_value_weight's",
     )
     _require(
+        isinstance(r.search_value_plies, int) and 0 <= r.search_value_plies < r.capacity // p.num_games,
+        "replay.search_value_plies",
+        r.search_value_plies,
+        f"must be an integer in [0, {r.capacity // p.num_games}), the replay's rows",
+    )
+    _require(
         r.truncated_value in ("zero", "search"), "replay.truncated_value", r.truncated_value, "must be 'zero' or 'search'"
     )
     _require(isinstance(m.material_plies, int) and 0 <= m.material_plies < r.capacity // p.num_games,

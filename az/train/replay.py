@@ -87,7 +87,12 @@ def add(replay: Replay, plies: Plies) -> Replay:
 
 
 def label(
-    replay: Replay, *, search_value_weight: float, truncated_value: str, reduced_search_value_weight: float = -1.0
+    replay: Replay,
+    *,
+    search_value_weight: float,
+    truncated_value: str,
+    reduced_search_value_weight: float = -1.0,
+    search_value_plies: int = 0,
 ) -> Replay:
     """Recomputes every position's value target from the outcome of its game.
 
@@ -96,7 +101,9 @@ def label(
     (``truncated_value="zero"``) or q (``"search"``). w is ``search_value_weight`` for
     plies searched in full and ``reduced_search_value_weight`` for the playout caps'
     reduced searches (< 0: the same w), whose q rests on a visit or two of each move.
-    Positions of running games have no target yet.
+    With ``search_value_plies`` = k > 0, q is the search value k plies later in the same
+    game, turned to this mover's view, where exchanges under way have been played out;
+    z where the game ends sooner. Positions of running games have no target yet.
     """
     capacity = replay.filled.shape[0]
     newest_first = (replay.next_row - 1 - jnp.arange(capacity)) % capacity
@@ -130,11 +137,29 @@ def label(
     q = p.search_value
     if truncated_value == "search":
         z = jnp.where(rows.truncated[order], q, z)
+    if search_value_plies > 0:
+        q = _search_value_later(replay, search_value_plies, z)
     w = search_value_weight
     if reduced_search_value_weight >= 0:
         w = jnp.where(p.full_search, search_value_weight, reduced_search_value_weight)
     target = (1.0 - w) * z + w * q
     return replay._replace(value_known=known, value_target=jnp.where(known, target, 0.0))
+
+
+def _search_value_later(replay: Replay, plies: int, outcome: Array) -> Array:
+    """Each position's search value ``plies`` plies later in its game, from its own mover's
+    view, or ``outcome`` [R, B] where the game ends sooner: [R, B] float32. Read only
+    where the game has ended, so that its later rows are in the buffer."""
+    capacity, games = replay.filled.shape
+    p = replay.plies
+    ahead = (jnp.arange(capacity)[:, None] + jnp.arange(plies + 1)) % capacity  # [R, k+1]
+    ends = p.ends_game[ahead] & replay.filled[ahead]  # [R, k+1, B]
+    first_end = jnp.where(ends.any(1), jnp.argmax(ends, 1), plies)  # [R, B]
+    later = (jnp.arange(capacity)[:, None] + first_end) % capacity
+    column = jnp.arange(games)[None, :]
+    same_mover = p.color[later, column] == p.color
+    q = jnp.where(same_mover, 1.0, -1.0) * p.search_value[later, column]
+    return jnp.where(first_end < plies, outcome, q)
 
 
 class Batch(NamedTuple):

@@ -284,6 +284,7 @@ def make_trainer(config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
             search_value_weight=config.replay.search_value_weight,
             truncated_value=config.replay.truncated_value,
             reduced_search_value_weight=config.replay.reduced_search_value_weight,
+            search_value_plies=config.replay.search_value_plies,
         )
 
     learner_step = _make_learner_step(config, net.apply, optimizer, rules, mesh, abstract.replay)
