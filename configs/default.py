@@ -88,6 +88,9 @@ def _fields() -> ml_collections.ConfigDict:
     c.search.algorithm = "gumbel"  # "gumbel" (Gumbel MuZero, sequential halving) or "puct"
     c.search.num_simulations = 64  # n
     c.search.max_num_considered_actions = 16  # m (gumbel only)
+    # Gumbel: visits each considered root action gets before sequential halving drops any; 2 lets
+    # every candidate see the opponent's reply (1: Gumbel MuZero's schedule)
+    c.search.first_visits = 1
     # Drops the root always considers (gumbel only), the best by gumbel + logit: the prior
     # ranks every drop below the board moves, so without them no drop is ever searched.
     c.search.considered_drops = 0

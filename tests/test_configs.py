@@ -240,6 +240,7 @@ def _bad(field: str, value, preset="smoke"):
         ("replay.reduced_search_value_weight", -0.5, 1),
         ("replay.reduced_search_value_weight", 1.5, 1),
         ("replay.search_value_plies", -1, 1),
+        ("search.first_visits", 0, 1),
         ("replay.search_value_plies", 64, 1),  # the smoke replay holds 64 rows
         ("model.material_plies", 64, 1),  # the smoke replay holds 64 rows
         ("model.material_plies", -1, 1),

@@ -284,6 +284,35 @@ def test_reserved_actions__need_the_gumbel_search_on_the_compact_tree(field):
                  knowledge=knowledge)
 
 
+def test_first_visits__needs_the_gumbel_search_on_the_compact_tree():
+    for make, algorithm in ((search_lib.make_search, "puct"), (search_lib.make_reference_search, "gumbel")):
+        with pytest.raises(ValueError, match="first_visits=2 needs the Gumbel search on the compact tree"):
+            make(NET.apply, RULES, search_lib.SearchSettings(algorithm=algorithm, num_simulations=4, first_visits=2))
+    with pytest.raises(ValueError, match="first_visits must be >= 1"):
+        search_lib.SearchSettings(num_simulations=4, first_visits=0)
+
+
+@pytest.mark.slow  # a compile of its own (~20 s)
+def test_first_visits__every_considered_action_is_visited_twice():
+    """n = 16, m = 8 on positions with many legal moves: with first_visits = 2 the root
+    visits eight actions twice each, the eight the search without it starts from (the
+    best by gumbel + logit, so the same with the same key), where that search gives
+    four of them one visit only."""
+    games = stack([shogi.from_sfen(s, RULES) for s in WIDE_SFENS])
+    params = init_params(0)
+
+    def visits(first_visits):
+        search = jax.jit(search_lib.make_search(NET.apply, RULES, search_lib.SearchSettings(
+            num_simulations=16, max_num_considered_actions=8, first_visits=first_visits)))
+        return np.asarray(search(params, jax.random.key(3), games).visit_counts)
+
+    twice, halved = visits(2), visits(1)
+    for row in range(len(WIDE_SFENS)):
+        assert sorted(twice[row][twice[row] > 0].tolist()) == [2] * 8, row
+        np.testing.assert_array_equal(np.flatnonzero(twice[row]), np.flatnonzero(halved[row]), err_msg=str(row))
+        assert sorted(halved[row][halved[row] > 0].tolist()) == [1, 1, 1, 1, 2, 2, 4, 4], row
+
+
 @pytest.mark.slow  # a compile of its own (~20 s)
 def test_considered_drops__the_root_searches_drops_its_prior_ranks_last():
     """A network whose drops sit 30 logits below every board move: the root visits two

@@ -295,6 +295,20 @@ def test_compact_tree__backward_is_the_sequential_backup():
     assert (np.asarray(got.node_values) != values).sum() == depth.sum()  # the leaf and other nodes unchanged
 
 
+def test_halving__first_visits_lengthens_only_the_first_phase():
+    """m = 8: at n = 16, two rounds of all eight spend every simulation (mctx: eight, four,
+    then two actions); at n = 40 the later phases keep mctx's rounds; at n = 64 the first
+    phase already has two rounds, so the schedule is mctx's."""
+    assert halving.considered_visits(8, 16, 2) == (0,) * 8 + (1,) * 8
+    assert halving.considered_visits(8, 16) == (0,) * 8 + (1,) * 4 + (2, 2, 3, 3)
+    expected = [0] * 8 + [1] * 8 + [2] * 4 + [3] * 4 + [4] * 4 + sum(([v] * 2 for v in range(5, 11)), [])
+    assert halving.considered_visits(8, 40, 2) == tuple(expected)
+    assert halving.considered_visits(8, 64, 2) == halving.considered_visits(8, 64)
+    assert halving.considered_visits(8, 12, 2) == (0,) * 8 + (1,) * 4  # n short of two rounds: the best four
+    table = halving.considered_visits_table(8, 16, 2)
+    assert table.shape == (9, 16) and tuple(table[8]) == (0,) * 8 + (1,) * 8
+
+
 @pytest.mark.parametrize("max_num_considered_actions", [0, 1, 2, 3, 4, 5, 7, 8, 16, 17, 32])
 def test_halving__considered_visits_as_mctx(max_num_considered_actions):
     """The visit schedule of sequential halving, written here, against mctx's own table

@@ -75,6 +75,7 @@ class SearchSettings:
     algorithm: str = "gumbel"  # "gumbel" (Gumbel MuZero, sequential halving) or "puct" (AlphaZero)
     num_simulations: int  # n; 0 searches nothing: the prior's best legal move
     max_num_considered_actions: int = 16  # m, Gumbel's root
+    first_visits: int = 1  # Gumbel: visits of each considered root action before halving drops any
     gumbel_scale: float = 1.0  # Gumbel noise at the root
     value_scale: float = VALUE_SCALE  # Gumbel's c_scale: sigma(q) = (50 + max N) c_scale q
     dirichlet_alpha: float = 0.15  # PUCT's root noise, over the legal moves only (``with_dirichlet_noise``)
@@ -84,6 +85,8 @@ class SearchSettings:
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"search.algorithm must be 'gumbel' or 'puct', got {self.algorithm!r}")
+        if self.first_visits < 1:
+            raise ValueError(f"search.first_visits must be >= 1, got {self.first_visits}")
         if self.num_simulations < 0 or self.pv_length < 1:
             raise ValueError(f"num_simulations must be >= 0 and pv_length >= 1, got {self.num_simulations}, "
                              f"{self.pv_length}")
@@ -105,8 +108,8 @@ _FULL_TREE = _GumbelLoop(reference.full_tree_gumbel_muzero, lambda tree: tree.su
 
 # The fields of ``config.search`` that the playing agent's search is built from (the rest
 # only shape self-play: noise, simulations per move, mates in the tree, promotions).
-PLAYING_FIELDS = ("max_num_considered_actions", "value_scale", "considered_drops", "considered_captures",
-                  "history_window", "material_utility")
+PLAYING_FIELDS = ("max_num_considered_actions", "first_visits", "value_scale", "considered_drops",
+                  "considered_captures", "history_window", "material_utility")
 
 
 def playing_field_problem(search_config: ml_collections.ConfigDict, material_head: bool) -> tuple[str, str] | None:
@@ -115,6 +118,7 @@ def playing_field_problem(search_config: ml_collections.ConfigDict, material_hea
     s = search_config
     checks = (
         ("max_num_considered_actions", s.max_num_considered_actions >= 1, "must be >= 1"),
+        ("first_visits", isinstance(s.first_visits, int) and s.first_visits >= 1, "must be an integer >= 1"),
         ("value_scale", s.value_scale > 0, "must be > 0"),
         ("history_window", s.history_window >= 1, "must be >= 1"),
         ("considered_drops", 0 <= s.considered_drops <= s.max_num_considered_actions,
@@ -175,6 +179,8 @@ def _make_search(apply_fn: ApplyFn, rules: env.Rules, settings: SearchSettings, 
     for field in ("considered_drops", "considered_captures"):
         if getattr(knowledge, field) and (settings.algorithm != "gumbel" or not gumbel_loop.reserves):
             raise ValueError(f"{field}={getattr(knowledge, field)} needs the Gumbel search on the compact tree")
+    if settings.first_visits != 1 and (settings.algorithm != "gumbel" or not gumbel_loop.reserves):
+        raise ValueError(f"first_visits={settings.first_visits} needs the Gumbel search on the compact tree")
     model = shogi.make_model(apply_fn, rules, knowledge)
 
     def search(params: Params, rng_key: Array, games: env.State) -> SearchResult:
@@ -200,7 +206,8 @@ def _search_tree(params: Params, rng_key: Array, root: mctx.RootFnOutput, invali
                                  invalid_actions=invalid_actions,
                                  max_num_considered_actions=s.max_num_considered_actions,
                                  gumbel_scale=s.gumbel_scale, value_scale=s.value_scale,
-                                 **(dict(reserved=reserved) if gumbel_loop.reserves else {}))
+                                 **(dict(reserved=reserved, first_visits=s.first_visits) if gumbel_loop.reserves
+                                    else {}))
         summary = gumbel_loop.summarize(out.search_tree)
         pv = gumbel_loop.principal_variation(out.search_tree, out.action, s.pv_length)
     else:  # the noise goes into the root prior; AlphaZero plays the most visited move

@@ -96,6 +96,7 @@ def gumbel_muzero(
     gumbel_scale: float = 1.0,
     value_scale: float = VALUE_SCALE,
     reserved: Sequence[tuple[Array, int]] = (),
+    first_visits: int = 1,
 ) -> mctx.PolicyOutput:
     """Gumbel MuZero: ``mctx.gumbel_muzero_policy`` on a compact tree.
 
@@ -107,6 +108,8 @@ def gumbel_muzero(
     however low their prior (shogi's drops, which the prior learns to rank below every
     board move; captures); sequential halving then judges them by gumbel + logit + Q as
     any other. (): mctx's search.
+    ``first_visits``: the visits each considered action gets before sequential halving
+    drops any (``halving.considered_visits``; 1: mctx's schedule).
     Returns action [B] int32, action_weights [B, A] (the improved policy) and the
     ``CompactTree`` as ``search_tree``.
     """
@@ -122,7 +125,7 @@ def gumbel_muzero(
     lift = sum(lifts) if lifts else None
     tree = _new_tree(root.replace(prior_logits=prior_logits), gumbel, invalid_actions, num_simulations, k,
                      min(max_num_considered_actions, num_actions), lift)
-    table = jnp.asarray(considered_visits_table(max_num_considered_actions, num_simulations))
+    table = jnp.asarray(considered_visits_table(max_num_considered_actions, num_simulations, first_visits))
     num_valid = jnp.sum(~invalid_actions, axis=-1)
     considered = table[jnp.minimum(max_num_considered_actions, num_valid)]  # [B, n]
 
