@@ -151,15 +151,12 @@ def _search_value_later(replay: Replay, plies: int, outcome: Array) -> Array:
     view, or ``outcome`` [R, B] where the game ends sooner: [R, B] float32. Read only
     where the game has ended, so that its later rows are in the buffer."""
     capacity, games = replay.filled.shape
+    row, column, later = _later_rows(replay, jnp.arange(capacity * games), plies)
     p = replay.plies
-    ahead = (jnp.arange(capacity)[:, None] + jnp.arange(plies + 1)) % capacity  # [R, k+1]
-    ends = p.ends_game[ahead] & replay.filled[ahead]  # [R, k+1, B]
-    first_end = jnp.where(ends.any(1), jnp.argmax(ends, 1), plies)  # [R, B]
-    later = (jnp.arange(capacity)[:, None] + first_end) % capacity
-    column = jnp.arange(games)[None, :]
-    same_mover = p.color[later, column] == p.color
+    same_mover = p.color[later, column] == p.color[row, column]
     q = jnp.where(same_mover, 1.0, -1.0) * p.search_value[later, column]
-    return jnp.where(first_end < plies, outcome, q)
+    ended_sooner = (later - row) % capacity < plies  # ``later`` stops at the game's last row
+    return jnp.where(ended_sooner, outcome.reshape(-1), q).reshape(capacity, games)
 
 
 class Batch(NamedTuple):
