@@ -111,6 +111,10 @@ def _fields() -> ml_collections.ConfigDict:
     # full search's reserved captures go unsearched there; when > 0 it considers
     # reduced_simulations actions, this many of them its best captures (no reserved drops).
     c.search.reduced_considered_captures = 0
+    # Playout caps, gumbel only: the reduced searches' root noise; -1: search.gumbel_scale.
+    # 0 plays their plies as strongly as n = reduced_simulations allows (KataGo's fast
+    # searches carry no noise), so the games' outcomes rest on fewer random moves.
+    c.search.reduced_gumbel_scale = -1.0
     c.search.material_utility = 0.0  # weight w of the material head's forecast in the search's
     # values: (value + w * material) / (1 + w) (KataGo's score utility; needs model.material_head)
 

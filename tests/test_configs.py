@@ -289,6 +289,34 @@ def test_reduced_search_settings__keep_the_full_search_unless_captures_are_reser
         "num_simulations": 4, "max_num_considered_actions": 4, "considered_drops": 0, "considered_captures": 1}
 
 
+@pytest.mark.parametrize(
+    "preset, value, why",
+    [
+        ("cpu", -0.5, "must be -1 (search.gumbel_scale) or >= 0"),
+        ("smoke", 0.0, "needs playout caps (selfplay.full_search_fraction < 1)"),
+    ],
+)
+def test_validate__reduced_gumbel_scale_bad_values(preset, value, why):
+    with pytest.raises(config_lib.ConfigError) as e:
+        config_lib.validate(_bad("search.reduced_gumbel_scale", value, preset), num_devices=1)
+    assert str(e.value) == f"config.search.reduced_gumbel_scale = {value!r}: {why}"
+
+
+def test_validate__reduced_gumbel_scale_needs_gumbel():
+    config = _bad("search.reduced_gumbel_scale", 0.0, "cpu")
+    config.search.algorithm = "puct"
+    config.search.considered_drops = config.search.considered_captures = 0
+    with pytest.raises(config_lib.ConfigError, match=r"reduced_gumbel_scale = 0.0: needs search.algorithm"):
+        config_lib.validate(config, num_devices=1)
+
+
+def test_reduced_search_settings__reduced_gumbel_scale_sets_only_the_reduced_noise():
+    search = get_config("base", "cpu").search
+    search.reduced_gumbel_scale = 0.0
+    assert trainer_lib.reduced_search_settings(search) == {"num_simulations": 4, "gumbel_scale": 0.0}
+    assert search.gumbel_scale == 1.0
+
+
 def test_validate__capacity_message_says_what_one_iteration_is():
     with pytest.raises(config_lib.ConfigError, match=r"smaller than one iteration \(8 games x 8 plies = 64\)"):
         config_lib.validate(_bad("replay.capacity", 32), num_devices=1)

@@ -101,6 +101,12 @@ def _validate_selfplay(c: ml_collections.ConfigDict, num_devices: int) -> None:
              f"must be in [0, search.reduced_simulations = {s.reduced_simulations}]")
     _require(not captures or p.full_search_fraction < 1, "search.reduced_considered_captures", captures,
              "needs playout caps (selfplay.full_search_fraction < 1)")
+    noise = s.reduced_gumbel_scale
+    _require(noise == -1 or noise >= 0, "search.reduced_gumbel_scale", noise, "must be -1 (search.gumbel_scale) or >= 0")
+    _require(noise == -1 or p.full_search_fraction < 1, "search.reduced_gumbel_scale", noise,
+             "needs playout caps (selfplay.full_search_fraction < 1)")
+    _require(noise == -1 or s.algorithm == "gumbel", "search.reduced_gumbel_scale", noise,
+             "needs search.algorithm = 'gumbel'")
     _require(-1 <= p.resign_threshold <= 0, "selfplay.resign_threshold", p.resign_threshold, "must be in [-1, 0]")
     _require(p.resign_plies >= 1, "selfplay.resign_plies", p.resign_plies, "must be >= 1")
     _require(0 <= p.no_resign_fraction <= 1, "selfplay.no_resign_fraction", p.no_resign_fraction, "must be in [0, 1]")

@@ -62,9 +62,12 @@ def reduced_search_settings(search_config: ml_collections.ConfigDict) -> dict:
     """``search_from_config``'s overrides for the playout caps' reduced search. It visits
     only its ``reduced_simulations`` best considered actions, so with
     ``reduced_considered_captures`` it considers exactly that many, its best captures among
-    them; otherwise it keeps the full search's m and reservations (unvisited there)."""
+    them; otherwise it keeps the full search's m and reservations (unvisited there).
+    ``reduced_gumbel_scale`` >= 0 sets its root noise apart from the full search's."""
     s = search_config
     settings = {"num_simulations": s.reduced_simulations}
+    if s.reduced_gumbel_scale >= 0:
+        settings["gumbel_scale"] = s.reduced_gumbel_scale
     if s.reduced_considered_captures:
         settings.update(max_num_considered_actions=s.reduced_simulations, considered_drops=0,
                         considered_captures=s.reduced_considered_captures)
