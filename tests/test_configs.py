@@ -260,24 +260,27 @@ def test_validate__bad_value_gives_one_line_naming_the_field(field, value, num_d
 
 
 @pytest.mark.parametrize(
-    "preset, value, why",
+    "field, preset, value, why",
     [
-        ("cpu", 5, "must be in [0, search.reduced_simulations = 4]"),
-        ("cpu", -1, "must be in [0, search.reduced_simulations = 4]"),
-        ("smoke", 1, "needs playout caps (selfplay.full_search_fraction < 1)"),
+        ("reduced_considered_captures", "cpu", 5, "must be in [0, search.reduced_simulations = 4]"),
+        ("reduced_considered_captures", "cpu", -1, "must be in [0, search.reduced_simulations = 4]"),
+        ("reduced_considered_captures", "smoke", 1, "needs playout caps (selfplay.full_search_fraction < 1)"),
+        ("reduced_gumbel_scale", "cpu", -0.5, "must be -1 (search.gumbel_scale) or >= 0"),
+        ("reduced_gumbel_scale", "smoke", 0.0, "needs playout caps (selfplay.full_search_fraction < 1)"),
     ],
 )
-def test_validate__reduced_considered_captures_bad_values(preset, value, why):
+def test_validate__reduced_search_fields_bad_values(field, preset, value, why):
     with pytest.raises(config_lib.ConfigError) as e:
-        config_lib.validate(_bad("search.reduced_considered_captures", value, preset), num_devices=1)
-    assert str(e.value) == f"config.search.reduced_considered_captures = {value!r}: {why}"
+        config_lib.validate(_bad(f"search.{field}", value, preset), num_devices=1)
+    assert str(e.value) == f"config.search.{field} = {value!r}: {why}"
 
 
-def test_validate__reduced_considered_captures_needs_gumbel():
-    config = _bad("search.reduced_considered_captures", 1, "cpu")
+@pytest.mark.parametrize("field, value", [("reduced_considered_captures", 1), ("reduced_gumbel_scale", 0.0)])
+def test_validate__reduced_search_fields_need_gumbel(field, value):
+    config = _bad(f"search.{field}", value, "cpu")
     config.search.algorithm = "puct"
     config.search.considered_drops = config.search.considered_captures = 0
-    with pytest.raises(config_lib.ConfigError, match=r"reduced_considered_captures = 1: needs search.algorithm"):
+    with pytest.raises(config_lib.ConfigError, match=rf"{field} = {value}: needs search.algorithm"):
         config_lib.validate(config, num_devices=1)
 
 
@@ -287,27 +290,6 @@ def test_reduced_search_settings__keep_the_full_search_unless_captures_are_reser
     search.reduced_considered_captures = 1
     assert trainer_lib.reduced_search_settings(search) == {
         "num_simulations": 4, "max_num_considered_actions": 4, "considered_drops": 0, "considered_captures": 1}
-
-
-@pytest.mark.parametrize(
-    "preset, value, why",
-    [
-        ("cpu", -0.5, "must be -1 (search.gumbel_scale) or >= 0"),
-        ("smoke", 0.0, "needs playout caps (selfplay.full_search_fraction < 1)"),
-    ],
-)
-def test_validate__reduced_gumbel_scale_bad_values(preset, value, why):
-    with pytest.raises(config_lib.ConfigError) as e:
-        config_lib.validate(_bad("search.reduced_gumbel_scale", value, preset), num_devices=1)
-    assert str(e.value) == f"config.search.reduced_gumbel_scale = {value!r}: {why}"
-
-
-def test_validate__reduced_gumbel_scale_needs_gumbel():
-    config = _bad("search.reduced_gumbel_scale", 0.0, "cpu")
-    config.search.algorithm = "puct"
-    config.search.considered_drops = config.search.considered_captures = 0
-    with pytest.raises(config_lib.ConfigError, match=r"reduced_gumbel_scale = 0.0: needs search.algorithm"):
-        config_lib.validate(config, num_devices=1)
 
 
 def test_reduced_search_settings__reduced_gumbel_scale_sets_only_the_reduced_noise():
