@@ -169,6 +169,10 @@ def _fields() -> ml_collections.ConfigDict:
     # ... q read this many plies later in the same game, once exchanges under way are played out
     # (0: the position's own search; a game that ends sooner gives its outcome)
     c.replay.search_value_plies = 0
+    # Playout caps: the policy target's weight at the plies searched with reduced_simulations
+    # (0: none, as KataGo's fast searches). Gumbel's improved policy improves on the prior
+    # at any simulation count, so those plies can teach the policy too.
+    c.replay.reduced_policy_weight = 0.0
     c.replay.truncated_value = "zero"  # target of games cut at max_length: "zero" or "search"
     c.replay.mirror = False  # sample each position mirrored left to right half the time (shogi's files are alike)
 

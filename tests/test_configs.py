@@ -262,22 +262,27 @@ def test_validate__bad_value_gives_one_line_naming_the_field(field, value, num_d
 @pytest.mark.parametrize(
     "field, preset, value, why",
     [
-        ("reduced_considered_captures", "cpu", 5, "must be in [0, search.reduced_simulations = 4]"),
-        ("reduced_considered_captures", "cpu", -1, "must be in [0, search.reduced_simulations = 4]"),
-        ("reduced_considered_captures", "smoke", 1, "needs playout caps (selfplay.full_search_fraction < 1)"),
-        ("reduced_gumbel_scale", "cpu", -0.5, "must be -1 (search.gumbel_scale) or >= 0"),
-        ("reduced_gumbel_scale", "smoke", 0.0, "needs playout caps (selfplay.full_search_fraction < 1)"),
+        ("search.reduced_considered_captures", "cpu", 5, "must be in [0, search.reduced_simulations = 4]"),
+        ("search.reduced_considered_captures", "cpu", -1, "must be in [0, search.reduced_simulations = 4]"),
+        ("search.reduced_considered_captures", "smoke", 1, "needs playout caps (selfplay.full_search_fraction < 1)"),
+        ("search.reduced_gumbel_scale", "cpu", -0.5, "must be -1 (search.gumbel_scale) or >= 0"),
+        ("search.reduced_gumbel_scale", "smoke", 0.0, "needs playout caps (selfplay.full_search_fraction < 1)"),
+        ("replay.reduced_policy_weight", "cpu", 1.5, "must be in [0, 1]"),
+        ("replay.reduced_policy_weight", "cpu", -0.5, "must be in [0, 1]"),
+        ("replay.reduced_policy_weight", "smoke", 0.5, "needs playout caps (selfplay.full_search_fraction < 1)"),
     ],
 )
 def test_validate__reduced_search_fields_bad_values(field, preset, value, why):
     with pytest.raises(config_lib.ConfigError) as e:
-        config_lib.validate(_bad(f"search.{field}", value, preset), num_devices=1)
-    assert str(e.value) == f"config.search.{field} = {value!r}: {why}"
+        config_lib.validate(_bad(field, value, preset), num_devices=1)
+    assert str(e.value) == f"config.{field} = {value!r}: {why}"
 
 
-@pytest.mark.parametrize("field, value", [("reduced_considered_captures", 1), ("reduced_gumbel_scale", 0.0)])
+@pytest.mark.parametrize("field, value", [("search.reduced_considered_captures", 1),
+                                          ("search.reduced_gumbel_scale", 0.0),
+                                          ("replay.reduced_policy_weight", 0.5)])
 def test_validate__reduced_search_fields_need_gumbel(field, value):
-    config = _bad(f"search.{field}", value, "cpu")
+    config = _bad(field, value, "cpu")
     config.search.algorithm = "puct"
     config.search.considered_drops = config.search.considered_captures = 0
     with pytest.raises(config_lib.ConfigError, match=rf"{field} = {value}: needs search.algorithm"):

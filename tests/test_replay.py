@@ -355,16 +355,18 @@ def test_label__a_start_already_over_gets_no_target_and_keeps_games_apart():
     np.testing.assert_array_equal(target[:2, 0], [1.0, -1.0])
 
 
-def test_sample__policy_weight_marks_the_full_searches():
-    """Playout caps: positions of reduced searches come with policy weight 0."""
+@pytest.mark.parametrize("reduced_policy_weight", [0.0, 0.25])
+def test_sample__policy_weight_is_one_for_full_searches_and_the_reduced_weight_else(reduced_policy_weight):
+    """Playout caps: a full search's policy has weight 1, a reduced search's the given weight."""
     full = np.asarray([[1, 0, 1], [0, 1, 0], [1, 1, 0], [0, 0, 1]], bool)
     plies = make_plies(np.tile(ALTERNATING[:, None], (1, B)), starts=column(1, 0, 0, 0).repeat(B, 1),
                        ends=column(0, 0, 0, 1).repeat(B, 1), full_search=full)
     buffer = replay.label(replay.add(replay.init(R, B), plies), search_value_weight=0.0, truncated_value="zero")
-    batch = replay.sample(buffer, jax.random.key(0), 512)
+    batch = replay.sample(buffer, jax.random.key(0), 512, reduced_policy_weight=reduced_policy_weight)
     rows, cols = np.asarray(batch.board)[:, 0], np.asarray(batch.board)[:, 1]
-    np.testing.assert_array_equal(np.asarray(batch.policy_weight), full[rows, cols].astype(np.float32))
-    assert 0 < np.asarray(batch.policy_weight).mean() < 1
+    expected = np.where(full[rows, cols], 1.0, reduced_policy_weight).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(batch.policy_weight), expected)
+    assert full[rows, cols].any() and not full[rows, cols].all()
 
 
 def test_sample__mirror_flips_half_the_positions_with_their_policies():

@@ -152,6 +152,12 @@ def _validate_replay(c: ml_collections.ConfigDict) -> None:
         r.reduced_search_value_weight,
         "must be in [0, 1], or -1 for search_value_weight's",
     )
+    _require(0 <= r.reduced_policy_weight <= 1, "replay.reduced_policy_weight", r.reduced_policy_weight,
+             "must be in [0, 1]")
+    _require(r.reduced_policy_weight == 0 or p.full_search_fraction < 1, "replay.reduced_policy_weight",
+             r.reduced_policy_weight, "needs playout caps (selfplay.full_search_fraction < 1)")
+    _require(r.reduced_policy_weight == 0 or c.search.algorithm == "gumbel", "replay.reduced_policy_weight",
+             r.reduced_policy_weight, "needs search.algorithm = 'gumbel' (a few PUCT visits are no target)")
     _require(
         isinstance(r.search_value_plies, int) and 0 <= r.search_value_plies < r.capacity // p.num_games,
         "replay.search_value_plies",

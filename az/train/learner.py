@@ -141,7 +141,7 @@ def loss_fn(apply_fn: Callable, params, batch: Batch, rules: env.Rules, *,
         # A finite fill keeps a row without legal moves finite (its target is 0 anyway).
         logits = jnp.where(legal, logits, -1e9)
     log_p = jax.nn.log_softmax(logits)
-    # Only full searches give policy targets (playout-cap randomization); values come from all.
+    # Reduced searches give policy targets only at replay.reduced_policy_weight > 0; values come from all.
     cross_entropy = -(batch.policy * log_p).sum(-1)
     weight = batch.policy_weight
     if policy_surprise > 0:

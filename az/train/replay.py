@@ -163,7 +163,7 @@ class Batch(NamedTuple):
     board: Array  # [N, 81] int8
     hand: Array  # [N, 2, 7] int8
     policy: Array  # [N, A] float32
-    policy_weight: Array  # [N] float32, 1 where the policy is a target (a full search), else 0
+    policy_weight: Array  # [N] float32, 1 for a full search's policy, a reduced search's weight (0 by default)
     value: Array  # [N] float32
     material: Array | None = None  # [N] float32, the mover's material k plies later (``future_material``)
     occupancy: Array | None = None  # [N, 81] int32, each square's occupant k plies later (``future_occupancy``)
@@ -227,12 +227,13 @@ def next_policy(replay: Replay, index: Array) -> tuple[Array, Array]:
 
 
 def sample(replay: Replay, rng_key: Array, size: int, *, mirror: bool = False, material_plies: int = -1,
-           occupancy_plies: int = -1, reply: bool = False) -> Batch:
+           occupancy_plies: int = -1, reply: bool = False, reduced_policy_weight: float = 0.0) -> Batch:
     """``size`` positions drawn uniformly (with replacement) among those with a target;
     with ``mirror``, each is mirrored left to right (board, policy and occupancy) with
     probability 1/2; with ``material_plies`` >= 0, each comes with its ``future_material``
     that many plies on, with ``occupancy_plies`` >= 0 its ``future_occupancy``, with
-    ``reply`` its ``next_policy``."""
+    ``reply`` its ``next_policy``. A full search's policy has weight 1, a reduced
+    search's ``reduced_policy_weight`` (0: KataGo's playout caps, no policy target)."""
     known = replay.value_known.reshape(-1)
     weights = known / jnp.maximum(known.sum(), 1)
     weights = jnp.where(known.any(), weights, 1.0 / known.shape[0])
@@ -253,7 +254,7 @@ def sample(replay: Replay, rng_key: Array, size: int, *, mirror: bool = False, m
         board=board,
         hand=flat.hand[index],
         policy=policy,
-        policy_weight=flat.full_search[index].astype(jnp.float32),
+        policy_weight=jnp.where(flat.full_search[index], 1.0, reduced_policy_weight).astype(jnp.float32),
         value=replay.value_target.reshape(-1)[index],
         material=future_material(replay, index, material_plies) if material_plies >= 0 else None,
         occupancy=occupancy,

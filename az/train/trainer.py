@@ -128,19 +128,22 @@ def _state_sharding(abstract: TrainState, mesh: Mesh):
 
 
 def _make_sampler(batch_size: int, mesh: Mesh, abstract_replay: replay_lib.Replay, *, mirror: bool,
-                  material_plies: int, occupancy_plies: int = -1, reply: bool = False) -> Callable:
+                  material_plies: int, occupancy_plies: int = -1, reply: bool = False,
+                  reduced_policy_weight: float = 0.0) -> Callable:
     """``sample(replay, rng_key) -> Batch [N]``, sharded: each data shard draws N / shards
     positions from its own game columns (uniformly among those with a target), so no
     collective moves the buffer and per-chip replay memory falls as 1 / shards. ``mirror``:
     half of them mirrored left to right; ``material_plies``, ``occupancy_plies`` >= 0: with
-    the material or occupancy head's target; ``reply``: with the reply head's (``replay.sample``)."""
+    the material or occupancy head's target; ``reply``: with the reply head's;
+    ``reduced_policy_weight``: the reduced searches' policy weight (``replay.sample``)."""
     specs = jax.tree.map(lambda leaf: P(None, "data") if leaf.ndim >= 2 else P(), abstract_replay)
     shards = mesh.size
 
     def local(replay, rng_key):
         key = jax.random.fold_in(rng_key, jax.lax.axis_index("data"))
         return replay_lib.sample(replay, key, batch_size // shards, mirror=mirror, material_plies=material_plies,
-                                 occupancy_plies=occupancy_plies, reply=reply)
+                                 occupancy_plies=occupancy_plies, reply=reply,
+                                 reduced_policy_weight=reduced_policy_weight)
 
     return jax.shard_map(local, mesh=mesh, in_specs=(specs, P()), out_specs=P("data"))
 
@@ -392,7 +395,7 @@ def _make_learner_step(config: ml_collections.ConfigDict, apply_fn, optimizer, r
     sample = _make_sampler(config.learner.batch_size, mesh, abstract_replay, mirror=config.replay.mirror,
                            material_plies=model.material_plies if model.material_head else -1,
                            occupancy_plies=model.occupancy_plies if model.occupancy_head else -1,
-                           reply=model.reply_head)
+                           reply=model.reply_head, reduced_policy_weight=config.replay.reduced_policy_weight)
 
     def learner_step(params, opt_state, step, replay, progress, rng_key):
         batch = sample(replay, rng_key)
