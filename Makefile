@@ -40,8 +40,11 @@ device-wheels:
 	  -d .whl pgx mctx cshogi ml-collections tensorboardX svgwrite
 
 # The main job at a CPU-sized default: Shogi816K then RandomStart2 self-play training, resumable.
+# Its game budget is what 55 minutes hold on this machine, measured after compiling and kept
+# in the workdir's budget.json (14,648-16,217 games on the study's idle 2-core CPU:
+# docs/stall_study.md#game-budget).
 train: venv
-	$(BIN)/python train.py --config configs/shogi816k_randomstart2.py:cpu --workdir runs/shogi816k_randomstart2_cpu
+	$(BIN)/python train.py --config configs/shogi816k_randomstart2.py:cpu --workdir runs/shogi816k_randomstart2_cpu --budget_minutes 55
 
 # The classical baseline: the GA study's run (100 genomes, 200 generations) on the teacher set.
 evolve: venv

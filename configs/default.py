@@ -243,7 +243,9 @@ def _gpu_size(c: ml_collections.ConfigDict) -> None:
 
 def _cpu_size(c: ml_collections.ConfigDict) -> None:
     """The largest run still useful on a 2-core CPU in an hour."""
-    c.budget_games = 7000  # 41-54 min on 2 cores (docs/results.md: four runs, the games vary)
+    # Without --budget_minutes; `make train` passes 55, which held 14,648-16,217 games on the
+    # study's idle 2-core CPU (docs/stall_study.md, game budget). 7,000: 25-54 min on 2 cores.
+    c.budget_games = 7000
     c.env.max_length = 256  # as the evaluation matches; more games end within an hour
     c.search.num_simulations = 16
     c.search.max_num_considered_actions = 8
