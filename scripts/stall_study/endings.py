@@ -11,14 +11,16 @@ table per run and writes the plot and, beside it as .json, the table's numbers.
 """
 
 import argparse
-import gzip
-import json
 import os
+import sys
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from screen_curves import read_rows as read_logged_rows, save  # noqa: E402
 
 REASONS = ("mate", "repetition", "max_length", "resignation", "declaration", "perpetual_check")
 LATE_SCHEME = "random_start(2)"
@@ -26,13 +28,9 @@ LATE_SCHEME = "random_start(2)"
 
 def read_rows(run: str) -> list[dict]:
     """The run's logged rows, every iteration (a study's data files keep only teacher rows)."""
-    path = os.path.join(run, "metrics.jsonl")
-    opener = open if os.path.exists(path) else gzip.open
-    path = path if os.path.exists(path) else path + ".gz"
-    if not os.path.exists(path):
+    if not any(os.path.exists(os.path.join(run, name)) for name in ("metrics.jsonl", "metrics.jsonl.gz")):
         raise SystemExit(f"error: run {run!r}: no metrics.jsonl(.gz)")
-    with opener(path, "rt", encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f]
+    rows = read_logged_rows(run)
     if not any("selfplay/finished" in r for r in rows):
         raise SystemExit(f"error: run {run!r}: its rows have no selfplay/finished (a data file keeps only teacher rows)")
     return rows
@@ -112,11 +110,7 @@ def main():
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(f"how self-play's games end, bins of {args.bin:,} games")
-    fig.tight_layout()
-    fig.savefig(args.out, dpi=110)
-    with open(os.path.splitext(args.out)[0] + ".json", "w", encoding="utf-8") as f:
-        json.dump(tables, f, indent=1)
-    print(f"wrote {args.out}")
+    save(fig, args.out, tables)
 
 
 if __name__ == "__main__":

@@ -25,14 +25,27 @@ import matplotlib.pyplot as plt  # noqa: E402
 MEASURES = {"teacher/top1": "policy top-1, held-out (%)", "teacher/value_rank_correlation": "value rank correlation"}
 
 
-def read_curve(run: str) -> list[dict]:
-    """The run's logged rows that carry the teacher measures."""
+def read_rows(run: str) -> list[dict]:
+    """The run's logged rows, from RUN/metrics.jsonl or, failing that, RUN/metrics.jsonl.gz."""
     path = os.path.join(run, "metrics.jsonl")
     opener = open if os.path.exists(path) else gzip.open
     path = path if os.path.exists(path) else path + ".gz"
     with opener(path, "rt", encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f]
-    return [r for r in rows if "teacher/top1" in r]
+        return [json.loads(line) for line in f]
+
+
+def read_curve(run: str) -> list[dict]:
+    """The run's logged rows that carry the teacher measures."""
+    return [r for r in read_rows(run) if "teacher/top1" in r]
+
+
+def save(fig, out: str, numbers: dict) -> None:
+    """The plot at ``out`` and its numbers beside it as .json."""
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    with open(os.path.splitext(out)[0] + ".json", "w", encoding="utf-8") as f:
+        json.dump(numbers, f, indent=1)
+    print(f"wrote {out}")
 
 
 def binned_means(runs_dir: str, bin_games: int) -> dict:
@@ -77,11 +90,7 @@ def main():
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     fig.suptitle(f"mean over seeds, bins of {args.bin} games")
-    fig.tight_layout()
-    fig.savefig(args.out, dpi=110)
-    with open(os.path.splitext(args.out)[0] + ".json", "w", encoding="utf-8") as f:
-        json.dump(means, f, indent=1)
-    print(f"wrote {args.out}")
+    save(fig, args.out, means)
 
 
 if __name__ == "__main__":
