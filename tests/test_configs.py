@@ -237,6 +237,8 @@ def _bad(field: str, value, preset="smoke"):
         ("learner.policy_surprise", 1.5, 1),
         ("learner.policy_surprise", -0.1, 1),
         ("learner.value_weight", 0.0, 1),
+        ("learner.final_rate_fraction", 1.0, 1),
+        ("learner.final_rate_fraction", -0.1, 1),
         ("replay.reduced_search_value_weight", -0.5, 1),
         ("replay.reduced_search_value_weight", 1.5, 1),
         ("replay.search_value_plies", -1, 1),

@@ -37,6 +37,15 @@ def test_learning_rate__cosine_follows_progress_and_ends_with_the_budget():
     assert rate(c, 1.7) == rate(c, 1.0)  # progress is clipped to the budget
 
 
+def test_learning_rate__cosine_with_a_floor_ends_at_its_fraction():
+    c = learner_config(schedule="cosine", final_rate_fraction=0.2)
+    assert rate(c, 0.0) == pytest.approx(0.02)
+    assert rate(c, 0.5) == pytest.approx(0.004 + 0.016 * 0.5, rel=1e-6)
+    assert rate(c, 1.0) == pytest.approx(0.004, rel=1e-6)
+    rates = [rate(c, p) for p in np.linspace(0, 1, 11)]
+    assert all(a > b for a, b in zip(rates, rates[1:]))  # still falls all the way
+
+
 def test_learning_rate__step_drops_exactly_at_its_fractions():
     c = learner_config(schedule="step", step_fractions=(0.5, 0.75), step_decay=0.1)
     assert rate(c, 0.4999) == pytest.approx(0.02)

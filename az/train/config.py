@@ -207,6 +207,9 @@ def _validate_learner(c: ml_collections.ConfigDict, num_devices: int) -> None:
     _require(lr.warmup_steps >= 0, "learner.warmup_steps", lr.warmup_steps, "must be >= 0")
     _require(lr.schedule in ("cosine", "step", "constant"), "learner.schedule", lr.schedule, "must be cosine|step|constant")
     _require(
+        0 <= lr.final_rate_fraction < 1, "learner.final_rate_fraction", lr.final_rate_fraction, "must be in [0, 1)"
+    )
+    _require(
         all(0 < f < 1 for f in lr.step_fractions), "learner.step_fractions", lr.step_fractions, "must lie in (0, 1)"
     )
     _require(0 <= lr.ema_decay < 1, "learner.ema_decay", lr.ema_decay, "must be in [0, 1) (0: no average)")

@@ -32,7 +32,8 @@ more, and the weights average 1 over the batch.
 
 The learning rate follows the run's progress p = games finished / ``budget_games``
 (the same progress that moves start-scheme phases), so a schedule ends exactly when
-the budget is spent whatever the games' length: cosine ``lr * (1 + cos(pi p)) / 2``,
+the budget is spent whatever the games' length: cosine from ``lr`` down to
+``lr * final_rate_fraction`` (``lr * (f + (1 - f) (1 + cos(pi p)) / 2)``; f = 0 is the plain cosine),
 step ``lr * decay^(fractions passed)``, or constant, times a linear warm-up over the
 first ``warmup_steps`` learner steps that starts above 0.
 """
@@ -56,7 +57,8 @@ def learning_rate(config, progress: Array, step: Array) -> Array:
     (counted from 0); ``config`` is the ``learner`` section. Positive until p = 1."""
     progress = jnp.clip(jnp.asarray(progress, jnp.float32), 0.0, 1.0)
     if config.schedule == "cosine":
-        rate = config.learning_rate * 0.5 * (1.0 + jnp.cos(math.pi * progress))
+        floor = config.final_rate_fraction
+        rate = config.learning_rate * (floor + (1.0 - floor) * 0.5 * (1.0 + jnp.cos(math.pi * progress)))
     elif config.schedule == "step":
         passed = sum((progress >= f).astype(jnp.float32) for f in config.step_fractions)
         rate = config.learning_rate * config.step_decay**passed
