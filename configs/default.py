@@ -189,6 +189,7 @@ def _fields() -> ml_collections.ConfigDict:
     c.learner.warmup_steps = 500  # learner steps of linear warm-up
     c.learner.schedule = "cosine"  # over the game budget: "cosine" (to 0 at its end), "step" or "constant"
     c.learner.final_rate_fraction = 0.0  # "cosine": its rate at the budget's end, as a fraction of learning_rate
+    # (0.2 was behind 0 at the CPU hour: docs/stall_study.md#the-learning-rate)
     c.learner.step_fractions = (0.5, 0.75)  # "step": where the rate drops, as fractions of the game budget
     c.learner.step_decay = 0.1  # "step": factor at each drop
     # Global gradient norm above which the gradient is scaled down (0: never). Measured at
