@@ -246,3 +246,21 @@ def test_device_bench__quick_run_writes_every_row(tmp_path):
         assert row["free_s"] > 0 and row["bytes_per_game"] > 0 and 1 <= row["deepest_path"] <= 4
     table = (tmp_path / "device.md").read_text()
     assert "| measurement |" in table and "of the network-only bound" in table and "deepest path" in table
+
+
+@pytest.mark.slow
+def test_ply_bench__quick_run_splits_a_ply():
+    out = _run_quick("ply_bench.py")
+    forward = re.search(r"network forward +([\d.]+) ms +([\d.]+) GFLOP +([\d.]+) GFLOP/s", out)
+    dot = re.search(r"matrix product +([\d.]+) ms .* ([\d.]+) GFLOP/s", out)
+    assert forward and dot, out
+    assert float(forward.group(2)) > 0 and float(dot.group(2)) > 0
+    searches = re.findall(r"(full|reduced) search \(n=(\d+)\) +([\d.]+) ms +its own work +([\d.]+) ms", out)
+    assert searches and searches[0][0] == "full", out
+    assert all(float(own) > 0 and float(total) > 0 for *_, total, own in searches)
+    shares = re.search(r"a ply: [\d.]+ ms; the network (-?\d+)%, the searches' own work (-?\d+)%, "
+                       r"env step and starts (\d+)%", out)
+    assert shares and abs(sum(int(x) for x in shares.groups()) - 100) <= 2, out
+    roofline = re.search(r"forward / matrix product GFLOP/s = ([\d.]+)  \(not judged at --quick\)", out)
+    assert roofline, out
+    _assert_ratio(float(roofline.group(1)), float(forward.group(3)), float(dot.group(2)))
